@@ -1,0 +1,156 @@
+/**
+ * Signal delivery and task lease. Pure: time arrives on every event as `now` (ms since epoch).
+ * Refusals are explicit `refuse` actions carrying the interface's error code; the runtime turns them
+ * into errors and commits nothing. Time-based moves are durable timers derived from the state by
+ * `signalTimers`, never XState `after` delays (those are not in a persisted snapshot).
+ */
+import { assign, setup } from 'xstate';
+
+export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
+
+export interface SignalContext {
+  id: string;
+  signal_type: string;
+  base_type: string;
+  content: string;
+  urgency: number;
+  from_role: string | null;
+  from_identity: string;
+  to_role: string | null;
+  to_identity: string | null;
+  to_ring: string | null;
+  parent_id: string | null;
+  sequence: number;
+  tags: string[];
+  target_capabilities: string[];
+  routing_policy: string | null;
+  metadata: Record<string, unknown>;
+  payload: Record<string, unknown>;
+  resources: unknown[];
+  task_status: string | null;
+  claimed_by: string | null;
+  claimed_at: string | null;
+  claim_expires_at: string | null;
+  protocol_version: 'svc/1.0';
+  delivery_count: number;
+  max_attempts: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export type SignalEvent =
+  | { type: 'DELIVER'; now: number }
+  | { type: 'CLAIM'; now: number; identity: string; lease_ms: number }
+  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed' }
+  | { type: 'LEASE_EXPIRED'; now: number };
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
+
+export const signalMachine = setup({
+  types: { context: {} as SignalContext, events: {} as SignalEvent },
+  actions: {
+    refuse: (_, _params: { code: string }) => {},
+    stamp: assign({ updated_at: ({ event }) => iso(event.now) }),
+    lease: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'CLAIM' }>;
+      return { claimed_by: e.identity, claimed_at: iso(e.now), claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
+    }),
+    renew: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'CLAIM' }>;
+      return { claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
+    }),
+    complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
+    release: assign(({ context, event }) => ({
+      claimed_by: null,
+      claimed_at: null,
+      claim_expires_at: null,
+      delivery_count: context.delivery_count + 1,
+      updated_at: iso(event.now),
+    })),
+  },
+  guards: {
+    notTask: ({ context }) => context.signal_type !== 'task',
+    isTask: ({ context }) => context.signal_type === 'task',
+    notOpen: ({ context }) => context.task_status !== 'open',
+    byClaimer: ({ context, event }) => context.claimed_by === identityOf(event),
+    notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
+    failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
+    leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
+    attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
+  },
+}).createMachine({
+  id: 'signal',
+  initial: 'pending',
+  context: {} as SignalContext,
+  states: {
+    pending: {
+      on: {
+        DELIVER: { target: 'delivered', actions: 'stamp' },
+        CLAIM: [
+          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
+          { guard: 'notOpen', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
+          { target: 'leased', actions: 'lease' },
+        ],
+        ACK: [
+          { guard: 'isTask', actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
+          { target: 'acked', actions: 'stamp' },
+        ],
+      },
+    },
+    delivered: {
+      on: {
+        CLAIM: [
+          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
+          { guard: 'notOpen', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
+          { target: 'leased', actions: 'lease' },
+        ],
+        ACK: [
+          { guard: 'isTask', actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
+          { target: 'acked', actions: 'stamp' },
+        ],
+      },
+    },
+    leased: {
+      on: {
+        CLAIM: [
+          { guard: 'byClaimer', target: 'leased', reenter: true, actions: 'renew' },
+          { actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_CONFLICT' } } },
+        ],
+        ACK: [
+          { guard: 'notByClaimer', actions: { type: 'refuse', params: { code: 'SIGNAL_ACK_UNAUTHORIZED' } } },
+          { guard: { type: 'failedOutcome' }, target: 'released' },
+          { target: 'acked', actions: 'complete' },
+        ],
+        LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
+      },
+    },
+    // Transient: a failed attempt goes back to pending, or to dead_letter once attempts run out.
+    released: {
+      always: [
+        { guard: 'attemptsLeft', target: 'pending', actions: 'release' },
+        { target: 'dead_letter', actions: 'release' },
+      ],
+    },
+    acked: {
+      on: {
+        ACK: { actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
+        CLAIM: [
+          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
+          { actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
+        ],
+      },
+    },
+    dead_letter: {
+      on: {
+        ACK: { actions: { type: 'refuse', params: { code: 'SIGNAL_DEAD_LETTER' } } },
+        CLAIM: { actions: { type: 'refuse', params: { code: 'SIGNAL_DEAD_LETTER' } } },
+      },
+    },
+  },
+});
+
+/** The durable timers a persisted signal implies: a leased task expires at the end of its lease. */
+export function signalTimers(value: string, context: SignalContext): { event: SignalEvent['type']; at: number }[] {
+  return value === 'leased' && context.claim_expires_at ? [{ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) }] : [];
+}

@@ -1,0 +1,8 @@
+import type { Route } from '../http/server.js';
+import { healthRoutes } from './health.js';
+import { inviteRoutes } from './invites.js';
+import type { Services } from './services.js';
+import { signalRoutes } from './signals.js';
+
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s)];
+export type { Services };

@@ -1,0 +1,61 @@
+/** Builds the whole service from a config: store, actor runtime, services, front end. */
+import type { Config } from './config.js';
+import { routes } from './api/index.js';
+import { authenticate } from './auth/keys.js';
+import { Health } from './health/health.js';
+import { FrontEnd } from './http/server.js';
+import { nativeLoaded } from './http/uws.js';
+import { Invites } from './identity/invites.js';
+import type { Principal } from './identity/model.js';
+import { createLogger, type Logger } from './log.js';
+import { Runtime } from './runtime/runtime.js';
+import { signalKind } from './signals/kind.js';
+import { Signals } from './signals/service.js';
+import { openStore } from './store/index.js';
+import type { Store } from './store/port.js';
+
+export interface Service {
+  port: number;
+  url: string;
+  store: Store;
+  runtime: Runtime;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
+  if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
+  const store = await openStore(config);
+  const runtime = new Runtime(store, log, config.timerPollMs);
+  runtime.register(signalKind);
+  const services = {
+    config,
+    runtime,
+    invites: new Invites(runtime),
+    signals: new Signals(runtime, config),
+    health: new Health(store),
+  };
+  const front = new FrontEnd<Principal>({
+    bodyLimit: config.bodyLimitBytes,
+    baseUrl: config.baseUrl,
+    log,
+    authenticate: (h, admin) => authenticate(store, h, admin),
+  });
+  front.routes(routes(services));
+  front.finish();
+  const port = await front.listen(config.host, config.port);
+  runtime.startTimers();
+  log.info({ port, backend: store.backend }, 'service listening');
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    store,
+    runtime,
+    log,
+    async close() {
+      front.close();
+      await runtime.stop();
+      await store.close();
+    },
+  };
+}

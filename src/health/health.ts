@@ -1,0 +1,45 @@
+import { AppError } from '../errors.js';
+import type { Store } from '../store/port.js';
+
+export const VERSION = '0.1.0';
+const PING_TIMEOUT_MS = 1000;
+
+export class Health {
+  private startedAt = Date.now();
+  constructor(private store: Store) {}
+
+  uptimeSeconds(): number {
+    return Math.floor((Date.now() - this.startedAt) / 1000);
+  }
+
+  /** Round-trip to the backend, or HEALTH_DB_UNREACHABLE. */
+  async ping(): Promise<number> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        this.store.ping(),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('ping timeout')), PING_TIMEOUT_MS))),
+      ]);
+    } catch (e) {
+      throw new AppError('HEALTH_DB_UNREACHABLE', `${this.store.backend} backend unreachable: ${(e as Error).message}`, { backend: this.store.backend });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async summary() {
+    await this.ping();
+    return { status: 'ok' };
+  }
+
+  async detailed() {
+    const latency = await this.ping();
+    return {
+      status: 'ok',
+      backend: this.store.backend,
+      database: { reachable: true, latency_ms: Math.round(latency * 1000) / 1000 },
+      uptime_seconds: this.uptimeSeconds(),
+      version: VERSION,
+    };
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * The front end: one route table served by uWebSockets.js. Each route names its method, path, auth,
+ * schemas and handler; this file turns requests into handler calls and results into the one envelope.
+ */
+import type { TemplatedApp } from 'uWebSockets.js';
+import { AppError, catalogue, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { requestId } from '../ids.js';
+import type { Logger } from '../log.js';
+import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
+import { validate, validateQuery, type Validator } from './validate.js';
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
+/** public: no key; optional: a key if given; key: any valid key; admin: an admin identity's key */
+export type AuthMode = 'public' | 'optional' | 'key' | 'admin';
+
+export interface Request<P = any> {
+  requestId: string;
+  params: Record<string, string>;
+  query: any;
+  body: any;
+  headers: Record<string, string>;
+  principal: P;
+}
+
+export interface Reply {
+  data: unknown;
+  status?: number;
+  meta?: Record<string, unknown>;
+}
+
+export interface Route<P = any> {
+  method: Method;
+  path: string;
+  auth: AuthMode;
+  body?: Validator;
+  query?: Validator;
+  /** the route's own validation code where the interface names one */
+  invalid?: ErrorCode;
+  handler(req: Request<P>): Promise<Reply> | Reply;
+}
+
+export interface FrontEndOptions<P> {
+  bodyLimit: number;
+  baseUrl: string;
+  log: Logger;
+  /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
+  authenticate(header: string | undefined, admin: boolean): Promise<P>;
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+export class FrontEnd<P> {
+  readonly app: TemplatedApp = uws.App();
+  private listenSocket: unknown;
+  private docsBase: string;
+
+  constructor(private opts: FrontEndOptions<P>) {
+    this.docsBase = `${opts.baseUrl}/docs/errors/`;
+  }
+
+  routes(routes: Route<P>[]): void {
+    for (const r of routes) this.add(r);
+  }
+
+  /** Must be called after every route: the catch-all answers NOT_FOUND. */
+  finish(): void {
+    this.app.any('/*', (res) => {
+      const x = exchange(res);
+      this.fail(x, requestId(), new AppError('NOT_FOUND'));
+    });
+  }
+
+  private add(r: Route<P>): void {
+    const names = [...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
+    const hasBody = r.method !== 'get' && r.method !== 'del';
+    this.app[r.method](r.path, (res, req: HttpRequest) => {
+      const x = exchange(res);
+      const rid = requestId();
+      const params: Record<string, string> = {};
+      names.forEach((n, i) => (params[n] = decodeURIComponent(req.getParameter(i) ?? '')));
+      const headers: Record<string, string> = {};
+      req.forEach((k, v) => (headers[k] = v));
+      const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
+      const body = hasBody ? readBody(x, this.opts.bodyLimit) : Promise.resolve(undefined);
+      void this.run(x, rid, r, params, headers, rawQuery, body);
+    });
+  }
+
+  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>): Promise<void> {
+    try {
+      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      const raw = await bodyP;
+      if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
+      const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
+      const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
+      if (x.aborted) return;
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
+      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+    } catch (e) {
+      this.fail(x, rid, e);
+    }
+  }
+
+  fail(x: Exchange, rid: string, e: unknown): void {
+    const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
+    if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.docsBase)));
+  }
+
+  listen(host: string, port: number): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.app.listen(host, port, (sock) => {
+        if (!sock) return reject(new Error(`cannot listen on ${host}:${port}`));
+        this.listenSocket = sock;
+        resolve(uws.us_socket_local_port(sock));
+      });
+    });
+  }
+
+  close(): void {
+    if (this.listenSocket) uws.us_listen_socket_close(this.listenSocket as never);
+    this.listenSocket = undefined;
+    (this.app as unknown as { close?: () => void }).close?.();
+  }
+}
+
+function parseJson(raw: Buffer | undefined): unknown {
+  if (!raw || raw.length === 0) return {};
+  let v: unknown;
+  try {
+    v = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new AppError('VALIDATION_INVALID_TYPE', 'Body is not valid JSON', { field: 'body', reason: 'json' });
+  }
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new AppError('VALIDATION_INVALID_TYPE', 'Body must be a JSON object', { field: 'body', reason: 'object' });
+  return v;
+}
+
+export const errorCodes = Object.keys(catalogue) as ErrorCode[];

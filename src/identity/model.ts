@@ -1,0 +1,88 @@
+export interface Reputation {
+  score: number;
+  feedback_count: number;
+  fetched_at: string | null;
+}
+
+export interface Identity {
+  id: string;
+  name: string;
+  type: string;
+  wallet_address: string | null;
+  agent_8004_id: string | null;
+  capabilities: string[];
+  tags: string[];
+  is_admin: boolean;
+  reputation: Reputation;
+  created_at: string;
+  updated_at: string;
+  last_seen: string | null;
+}
+
+export interface Permissions {
+  signal_types: string[];
+  rings: string[];
+  task_types: string[];
+  memory_scopes: string[];
+}
+
+export interface ApiKey {
+  id: string;
+  owner: string;
+  permissions: Permissions;
+  ring_scopes: string[];
+  created_at: string;
+  expires_at: string | null;
+  revoked: boolean;
+  rate_limit: number | null;
+  /** sha-256 of the key; stripped from every answer */
+  hash: string;
+}
+
+export interface Invite {
+  id: string;
+  code: string;
+  name: string;
+  type: string;
+  is_admin: boolean;
+  created_by: string | null;
+  created_at: string;
+  redeemed_by: string | null;
+  redeemed_at: string | null;
+}
+
+export interface Company {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+export interface Membership {
+  id: string;
+  identity_id: string;
+  company_id: string;
+  status: 'active' | 'suspended' | 'removed';
+  claw_type: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Principal {
+  identity: Identity;
+  key: ApiKey;
+  membership: Membership | undefined;
+}
+
+export const keys = {
+  identity: (id: string) => `identity:${id}`,
+  identityName: (name: string) => `identity-name:${name.toLowerCase()}`,
+  apiKey: (id: string) => `apikey:${id}`,
+  invite: (code: string) => `invite:${code}`,
+  company: 'org:company',
+  membership: (identityId: string) => `membership:${identityId}`,
+  bootstrap: 'bootstrap',
+};
+
+export const indexes = { identities: 'identities', apiKeys: 'apikeys', invites: 'invites' };
+
+export const publicKey = ({ hash: _hash, ...rest }: ApiKey) => rest;

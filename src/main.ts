@@ -1,0 +1,23 @@
+import { ConfigError, readConfig } from './config.js';
+import { startService } from './app.js';
+
+let config;
+try {
+  config = readConfig();
+} catch (e) {
+  if (e instanceof ConfigError) {
+    console.error(`config error: ${e.message}`);
+    process.exit(1);
+  }
+  throw e;
+}
+const service = await startService(config);
+let closing = false;
+const shutdown = async () => {
+  if (closing) return;
+  closing = true;
+  await service.close();
+  process.exit(0);
+};
+process.on('SIGINT', shutdown);
+process.on('SIGTERM', shutdown);

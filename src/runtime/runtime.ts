@@ -1,0 +1,211 @@
+/**
+ * The actor host. `send(kind, id, event)` loads the persisted record, runs the event through the pure
+ * machine with XState's `transition()`, and commits the new record with a version check together with
+ * the index and timer writes it implies, in one store commit. A lost race reloads and retries; a refused
+ * event becomes its rule's error code. Durable timers are polled from the store and delivered as events.
+ */
+import { transition, type AnyStateMachine } from 'xstate';
+import { AppError, type ErrorCode } from '../errors.js';
+import { now as clock } from '../clock.js';
+import type { Logger } from '../log.js';
+import type { Op, Store, Versioned } from '../store/port.js';
+
+export interface ActorRecord<C = unknown> {
+  value: string;
+  context: C;
+}
+
+export interface ActorKind<C = any> {
+  name: string;
+  machine: AnyStateMachine;
+  /** code when the actor does not exist */
+  notFound: ErrorCode;
+  /** code when an event has no transition in the current state */
+  invalid: ErrorCode;
+  /** index entries ([index, member]) the record implies; diffed on every commit */
+  indexes(rec: ActorRecord<C>): [string, string][];
+  timers(rec: ActorRecord<C>): { event: string; at: number }[];
+}
+
+export interface Committed<C> {
+  id: string;
+  record: ActorRecord<C>;
+  previous: ActorRecord<C> | undefined;
+  version: number;
+  seqs: number[];
+}
+
+export interface SendOptions<C> {
+  /** extra ops committed atomically with the transition (audit entries, push log appends, ...) */
+  extra?: (next: ActorRecord<C>, prev: ActorRecord<C>) => Op[];
+  /** for timer events: a refused or ignored event is not an error */
+  quiet?: boolean;
+  /** the code for a missing actor, where the route names its own */
+  notFound?: ErrorCode;
+}
+
+const MAX_RETRIES = 50;
+const TIMER_HOLD_MS = 30_000;
+
+export const actorKey = (kind: string, id: string) => `actor:${kind}:${id}`;
+
+export class Runtime {
+  private kinds = new Map<string, ActorKind>();
+  private queues = new Map<string, Promise<unknown>>();
+  private timerLoop: NodeJS.Timeout | undefined;
+  private polling = false;
+  private stopped = false;
+
+  constructor(
+    readonly store: Store,
+    private log: Logger,
+    private pollMs: number,
+  ) {}
+
+  register(kind: ActorKind): void {
+    this.kinds.set(kind.name, kind);
+  }
+
+  private kind(name: string): ActorKind {
+    const k = this.kinds.get(name);
+    if (!k) throw new Error(`unknown actor kind ${name}`);
+    return k;
+  }
+
+  async load<C>(kind: string, id: string): Promise<Versioned<ActorRecord<C>> | undefined> {
+    return this.store.get<ActorRecord<C>>(actorKey(kind, id));
+  }
+
+  async loadMany<C>(kind: string, ids: string[]): Promise<(ActorRecord<C> | undefined)[]> {
+    const rows = await this.store.getMany<ActorRecord<C>>(ids.map((id) => actorKey(kind, id)));
+    return rows.map((r) => r?.value);
+  }
+
+  /** Ops that create an actor in its initial state with the given context (expect absent). */
+  createOps<C>(kind: string, id: string, record: ActorRecord<C>): Op[] {
+    const k = this.kind(kind);
+    return [
+      { op: 'put', key: actorKey(kind, id), value: record, expect: 0 },
+      ...k.indexes(record).map(([index, member]): Op => ({ op: 'index', index, member })),
+      ...k.timers(record).map((t): Op => ({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at })),
+    ];
+  }
+
+  /** Runs one event through an actor. Serial per actor in this process; compare-and-set across processes. */
+  send<C>(kind: string, id: string, event: Record<string, unknown> & { type: string }, opts: SendOptions<C> = {}): Promise<Committed<C> | undefined> {
+    return this.serial(actorKey(kind, id), () => this.apply<C>(this.kind(kind), id, event, opts));
+  }
+
+  private async apply<C>(k: ActorKind<C>, id: string, event: Record<string, unknown> & { type: string }, opts: SendOptions<C>): Promise<Committed<C> | undefined> {
+    const key = actorKey(k.name, id);
+    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const cur = await this.store.get<ActorRecord<C>>(key);
+      if (!cur) {
+        if (opts.quiet) return undefined;
+        throw new AppError(opts.notFound ?? k.notFound);
+      }
+      const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
+      const [next, actions] = transition(k.machine, snap, { ...event, now: (event.now as number) ?? clock() } as any);
+      const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
+      if (refusal || (next.value === snap.value && next.context === snap.context)) {
+        if (opts.quiet) return undefined;
+        throw new AppError(refusal?.params?.code ?? k.invalid);
+      }
+      const record: ActorRecord<C> = { value: next.value as string, context: next.context as C };
+      const ops: Op[] = [
+        { op: 'put', key, value: record, expect: cur.version },
+        ...diffIndexes(k.indexes(cur.value), k.indexes(record)),
+        ...diffTimers(k.name, id, k.timers(cur.value), k.timers(record)),
+        ...(opts.extra?.(record, cur.value) ?? []),
+      ];
+      const res = await this.store.commit(ops);
+      if (res.ok) return { id, record, previous: cur.value, version: cur.version + 1, seqs: res.seqs };
+    }
+    throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
+  }
+
+  /** Commits ops that need a compare-and-set retry loop (a read-decide-write over plain records). */
+  async retry<T>(plan: () => Promise<{ ops?: Op[]; result: T }>): Promise<T> {
+    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const p = await plan();
+      if (!p.ops || (await this.store.commit(p.ops)).ok) return p.result;
+    }
+    throw new AppError('INTERNAL_SERVER_ERROR', 'write too contended');
+  }
+
+  private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.queues.get(key) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => {});
+    this.queues.set(key, tail);
+    void tail.then(() => {
+      if (this.queues.get(key) === tail) this.queues.delete(key);
+    });
+    return run;
+  }
+
+  startTimers(): void {
+    const tick = async () => {
+      if (this.stopped) return;
+      if (!this.polling) {
+        this.polling = true;
+        try {
+          await this.fireDueTimers();
+        } catch (e) {
+          this.log.warn({ err: e }, 'timer poll failed');
+        } finally {
+          this.polling = false;
+        }
+      }
+      if (!this.stopped) this.timerLoop = setTimeout(tick, this.pollMs);
+    };
+    this.timerLoop = setTimeout(tick, 0);
+  }
+
+  async fireDueTimers(): Promise<number> {
+    let fired = 0;
+    for (;;) {
+      const due = await this.store.claimTimers(clock(), 100, TIMER_HOLD_MS);
+      await Promise.all(
+        due.map(async (t) => {
+          const [kind, id, type] = JSON.parse(t.key) as [string, string, string];
+          try {
+            await this.send(kind, id, { type }, { quiet: true });
+            await this.store.releaseTimer(t);
+            fired++;
+          } catch (e) {
+            this.log.warn({ err: e, timer: t.key }, 'timer event failed; retried after hold');
+          }
+        }),
+      );
+      if (due.length < 100) return fired;
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timerLoop) clearTimeout(this.timerLoop);
+    await Promise.allSettled([...this.queues.values()]);
+  }
+}
+
+export const timerKey = (kind: string, id: string, event: string) => JSON.stringify([kind, id, event]);
+
+function diffIndexes(before: [string, string][], after: [string, string][]): Op[] {
+  const key = ([i, m]: [string, string]) => i + '\u0000' + m;
+  const a = new Set(after.map(key));
+  const b = new Set(before.map(key));
+  return [
+    ...before.filter((e) => !a.has(key(e))).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
+    ...after.filter((e) => !b.has(key(e))).map(([index, member]): Op => ({ op: 'index', index, member })),
+  ];
+}
+
+function diffTimers(kind: string, id: string, before: { event: string; at: number }[], after: { event: string; at: number }[]): Op[] {
+  const ops: Op[] = [];
+  const next = new Map(after.map((t) => [t.event, t.at]));
+  for (const t of before) if (!next.has(t.event)) ops.push({ op: 'timer', key: timerKey(kind, id, t.event), at: null });
+  const prev = new Map(before.map((t) => [t.event, t.at]));
+  for (const t of after) if (prev.get(t.event) !== t.at) ops.push({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at });
+  return ops;
+}

@@ -1,0 +1,179 @@
+/**
+ * Embedded adapter: LMDB in DATA_DIR. One process owns the directory. Every commit is one LMDB write
+ * transaction (lmdb-js batches concurrent ones into a single fsync); version checks run inside it, so a
+ * failed check writes nothing.
+ */
+import { EventEmitter } from 'node:events';
+import { mkdirSync } from 'node:fs';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
+
+const SEP = '\u0000';
+const END = '\u0001';
+const pad = (n: number) => String(Math.max(0, Math.floor(n))).padStart(16, '0');
+/** Bytewise (UTF-8) order, as LMDB sorts keys; JS `<` compares UTF-16 code units, which differs above U+FFFF. */
+const cmpBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+interface Rec {
+  v: number;
+  d: unknown;
+}
+
+export async function openEmbeddedStore(dataDir: string): Promise<Store> {
+  mkdirSync(dataDir, { recursive: true });
+  const root: RootDatabase = open({ path: dataDir, name: undefined, maxDbs: 16 } as never);
+  const recs = root.openDB<Rec, string>({ name: 'recs' });
+  const idx = root.openDB<true, string>({ name: 'idx' });
+  const timers = root.openDB<true, string>({ name: 'timers' });
+  const timerAt = root.openDB<number, string>({ name: 'timer_at' });
+  const logs = root.openDB<unknown, string>({ name: 'logs' });
+  const meta = root.openDB<number, string>({ name: 'meta' });
+  const bus = new EventEmitter();
+  bus.setMaxListeners(0);
+
+  const getRec = <T>(key: string): Versioned<T> | undefined => {
+    const r = recs.get(key);
+    return r ? { version: r.v, value: r.d as T } : undefined;
+  };
+  const bump = (db: Database<number, string>, key: string, by: number): number => {
+    const n = (db.get(key) ?? 0) + by;
+    db.putSync(key, n);
+    return n;
+  };
+  const setTimer = (key: string, at: number | null) => {
+    const old = timerAt.get(key);
+    if (old !== undefined) timers.removeSync(pad(old) + SEP + key);
+    if (at === null) timerAt.removeSync(key);
+    else {
+      timerAt.putSync(key, at);
+      timers.putSync(pad(at) + SEP + key, true);
+    }
+  };
+
+  function apply(ops: Op[]): CommitResult {
+    for (const o of ops) {
+      if ((o.op === 'put' || o.op === 'del' || o.op === 'check') && o.expect !== undefined) {
+        if ((recs.get(o.key)?.v ?? 0) !== o.expect) return { ok: false, conflict: o.key };
+      }
+    }
+    const published: [string, LogEntry][] = [];
+    for (const o of ops) {
+      switch (o.op) {
+        case 'put':
+          recs.putSync(o.key, { v: (recs.get(o.key)?.v ?? 0) + 1, d: o.value });
+          break;
+        case 'del':
+          recs.removeSync(o.key);
+          break;
+        case 'index': {
+          const k = o.index + SEP + o.member;
+          const present = idx.get(k) !== undefined;
+          if (o.remove && present) {
+            idx.removeSync(k);
+            bump(meta, 'count' + SEP + o.index, -1);
+          } else if (!o.remove && !present) {
+            idx.putSync(k, true);
+            bump(meta, 'count' + SEP + o.index, 1);
+          }
+          break;
+        }
+        case 'timer':
+          setTimer(o.key, o.at);
+          break;
+        case 'append': {
+          const seq = bump(meta, 'seq' + SEP + o.log, 1);
+          logs.putSync(o.log + SEP + pad(seq), o.entry);
+          published.push([o.log, { seq, entry: o.entry }]);
+          break;
+        }
+        case 'check':
+          break;
+      }
+    }
+    return { ok: true, seqs: published.map(([, e]) => e.seq), published } as CommitResult;
+  }
+
+  return {
+    backend: 'embedded',
+    async get<T>(key: string) {
+      return getRec<T>(key);
+    },
+    async getMany<T>(keys: string[]) {
+      return keys.map((k) => getRec<T>(k));
+    },
+    async commit(ops) {
+      const res = (await root.transaction(() => apply(ops))) as CommitResult & { published?: [string, LogEntry][] };
+      if (res.ok && res.published) {
+        for (const [log, e] of res.published) bus.emit(log, e);
+        delete res.published;
+      }
+      return res;
+    },
+    async range(index: string, o: RangeOptions) {
+      const lo = index + SEP + (o.gt ?? '');
+      const hi = o.lt !== undefined ? index + SEP + o.lt : index + END;
+      const out: string[] = [];
+      // reverse `end` is exclusive: without gt, stop at the bare index name so the '' member is included
+      const it = o.reverse
+        ? idx.getKeys({ start: hi, end: o.gt !== undefined ? lo : index, reverse: true })
+        : idx.getKeys({ start: lo, end: hi });
+      for (const k of it) {
+        const member = (k as string).slice(index.length + 1);
+        if (o.gt !== undefined && cmpBytes(member, o.gt) <= 0) continue;
+        if (o.lt !== undefined && cmpBytes(member, o.lt) >= 0) continue;
+        out.push(member);
+        if (out.length >= o.limit) break;
+      }
+      return out;
+    },
+    async count(index: string) {
+      return meta.get('count' + SEP + index) ?? 0;
+    },
+    async claimTimers(now: number, limit: number, holdMs: number) {
+      return root.transaction(() => {
+        const due: DueTimer[] = [];
+        // snapshot first: setTimer writes into the range being iterated (with holdMs 0 a live cursor revisits)
+        for (const k of [...timers.getKeys({ start: '', end: pad(now) + END, limit })]) {
+          const key = (k as string).slice(17);
+          const claim = now + holdMs;
+          setTimer(key, claim);
+          due.push({ key, claim });
+        }
+        return due;
+      });
+    },
+    async releaseTimer(t: DueTimer) {
+      await root.transaction(() => {
+        if (timerAt.get(t.key) === t.claim) setTimer(t.key, null);
+      });
+    },
+    async nextTimerAt() {
+      for (const k of timers.getKeys({ limit: 1 })) return Number((k as string).slice(0, 16));
+      return undefined;
+    },
+    async readLog<T>(log: string, afterSeq: number, limit: number) {
+      const out: LogEntry<T>[] = [];
+      for (const { key, value } of logs.getRange({ start: log + SEP + pad(afterSeq + 1), end: log + END, limit })) {
+        out.push({ seq: Number((key as string).slice(log.length + 1)), entry: value as T });
+      }
+      return out;
+    },
+    async lastSeq(log: string) {
+      return meta.get('seq' + SEP + log) ?? 0;
+    },
+    async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
+      const h = fn as (e: LogEntry) => void;
+      bus.on(log, h);
+      return async () => void bus.off(log, h);
+    },
+    async ping() {
+      const t = performance.now();
+      recs.get('\u0000ping');
+      return performance.now() - t;
+    },
+    async close() {
+      bus.removeAllListeners();
+      await root.close();
+    },
+  };
+}

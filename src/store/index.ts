@@ -1,0 +1,11 @@
+import type { Config } from '../config.js';
+import { openEmbeddedStore } from './embedded.js';
+import { openRedisStore } from './redis.js';
+import type { Store } from './port.js';
+
+export async function openStore(config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'dataDir'>): Promise<Store> {
+  return config.redisUrl
+    ? openRedisStore({ url: config.redisUrl, prefix: config.redisPrefix })
+    : openEmbeddedStore(config.dataDir);
+}
+export type { Store, Op, Versioned } from './port.js';

@@ -1,0 +1,154 @@
+/**
+ * Test helpers: a private, throwaway redis-server per caller (never the shared one on 6379), free ports and
+ * temp dirs. Redis-backed tests are never skipped: a missing binary is a hard error.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+
+const NOT_FOUND = 'redis-server not found on PATH: install it (apt-get install redis-server); Redis-backed tests are never skipped';
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+}
+
+/** A TCP port that was free a moment ago (bind port 0 on 127.0.0.1, read it, close). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      if (!addr || typeof addr === 'string') {
+        srv.close();
+        reject(new Error('could not determine a free port'));
+        return;
+      }
+      const port = addr.port;
+      srv.close((err) => (err ? reject(err) : resolve(port)));
+    });
+  });
+}
+
+/** A fresh directory under os.tmpdir(); the caller removes it. */
+export async function tempDir(prefix: string): Promise<string> {
+  return mkdtemp(join(tmpdir(), prefix.endsWith('-') ? prefix : prefix + '-'));
+}
+
+function findOnPath(bin: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const p = join(dir, bin);
+    try {
+      accessSync(p, constants.X_OK);
+      return p;
+    } catch {
+      /* not here */
+    }
+  }
+  return undefined;
+}
+
+/** Sends PING over a raw socket; resolves true on +PONG. */
+function pingOnce(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = new Socket();
+    let buf = '';
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(500, () => done(false));
+    sock.once('error', () => done(false));
+    sock.on('data', (d) => {
+      buf += d.toString('utf8');
+      if (buf.includes('\r\n')) done(buf.startsWith('+PONG'));
+    });
+    sock.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(false), ms);
+    child.once('exit', () => {
+      clearTimeout(t);
+      resolve(true);
+    });
+  });
+}
+
+async function startOnce(bin: string): Promise<RedisServer | { retry: string }> {
+  const port = await freePort();
+  if (port === 6379) return { retry: 'got port 6379' };
+  const dir = await tempDir('redis-test');
+  const child = spawn(
+    bin,
+    ['--save', '', '--appendonly', 'no', '--bind', '127.0.0.1', '--port', String(port), '--dir', dir],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stdout?.on('data', (d) => (output += d.toString('utf8')));
+  child.stderr?.on('data', (d) => (output += d.toString('utf8')));
+  let spawnError: Error | undefined;
+  child.once('error', (e) => (spawnError = e));
+
+  const cleanup = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      if (!(await waitExit(child, 5000))) {
+        child.kill('SIGKILL');
+        await waitExit(child, 2000);
+      }
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + 5000;
+  while (Date.now() < deadline) {
+    if (spawnError) {
+      await cleanup();
+      if ((spawnError as NodeJS.ErrnoException).code === 'ENOENT') throw new Error(NOT_FOUND);
+      throw spawnError;
+    }
+    if (child.exitCode !== null || child.signalCode !== null) {
+      await cleanup();
+      // most likely lost a race for the port; let the caller try another one
+      if (/address already in use/i.test(output)) return { retry: output };
+      throw new Error(`redis-server exited early (code ${child.exitCode}, signal ${child.signalCode}):\n${output}`);
+    }
+    if (await pingOnce(port)) {
+      let stopped: Promise<void> | undefined;
+      return {
+        url: `redis://127.0.0.1:${port}`,
+        port,
+        stop: () => (stopped ??= cleanup()),
+      };
+    }
+    await sleep(50);
+  }
+  await cleanup();
+  throw new Error(`redis-server on port ${port} did not answer PING within 5 s:\n${output}`);
+}
+
+/** Starts a private redis-server on a free port with persistence off; `stop()` kills it and removes its dir. */
+export async function startRedis(): Promise<RedisServer> {
+  const bin = findOnPath('redis-server');
+  if (!bin) throw new Error(NOT_FOUND);
+  let last = '';
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const r = await startOnce(bin);
+    if (!('retry' in r)) return r;
+    last = r.retry;
+  }
+  throw new Error(`could not start redis-server after 5 attempts:\n${last}`);
+}
