@@ -4,7 +4,7 @@
  * into errors and commits nothing. Time-based moves are durable timers derived from the state by
  * `signalTimers`, never XState `after` delays (those are not in a persisted snapshot).
  */
-import { assign, setup } from 'xstate';
+import { assign, raise, setup } from 'xstate';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
@@ -77,6 +77,7 @@ export const signalMachine = setup({
     notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
+    leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
   },
 }).createMachine({
@@ -112,12 +113,15 @@ export const signalMachine = setup({
       },
     },
     leased: {
+      // A lease that ended before its timer fired is released first; the event then meets the released state.
       on: {
         CLAIM: [
+          { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
           { guard: 'byClaimer', target: 'leased', reenter: true, actions: 'renew' },
           { actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_CONFLICT' } } },
         ],
         ACK: [
+          { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
           { guard: 'notByClaimer', actions: { type: 'refuse', params: { code: 'SIGNAL_ACK_UNAUTHORIZED' } } },
           { guard: { type: 'failedOutcome' }, target: 'released' },
           { target: 'acked', actions: 'complete' },
