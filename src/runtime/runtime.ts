@@ -25,6 +25,8 @@ export interface ActorKind<C = any> {
   /** index entries ([index, member]) the record implies; diffed on every commit */
   indexes(rec: ActorRecord<C>): [string, string][];
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
+  /** a log entry every commit of this kind appends atomically (the push journal), if any */
+  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | undefined;
 }
 
 export interface Committed<C> {
@@ -42,6 +44,8 @@ export interface SendOptions<C> {
   quiet?: boolean;
   /** the code for a missing actor, where the route names its own */
   notFound?: ErrorCode;
+  /** actors created on their first event (inbox receipts): the record to start from when none is stored */
+  create?: () => ActorRecord<C>;
 }
 
 const MAX_RETRIES = 50;
@@ -88,6 +92,7 @@ export class Runtime {
       { op: 'put', key: actorKey(kind, id), value: record, expect: 0 },
       ...k.indexes(record).map(([index, member]): Op => ({ op: 'index', index, member })),
       ...k.timers(record).map((t): Op => ({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at })),
+      ...journalOps(k, record, undefined),
     ];
   }
 
@@ -99,7 +104,8 @@ export class Runtime {
   private async apply<C>(k: ActorKind<C>, id: string, event: Record<string, unknown> & { type: string }, opts: SendOptions<C>): Promise<Committed<C> | undefined> {
     const key = actorKey(k.name, id);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const cur = await this.store.get<ActorRecord<C>>(key);
+      const stored = await this.store.get<ActorRecord<C>>(key);
+      const cur = stored ?? (opts.create ? { version: 0, value: opts.create() } : undefined);
       if (!cur) {
         if (opts.quiet) return undefined;
         throw new AppError(opts.notFound ?? k.notFound);
@@ -112,14 +118,16 @@ export class Runtime {
         throw new AppError(refusal?.params?.code ?? k.invalid);
       }
       const record: ActorRecord<C> = { value: next.value as string, context: next.context as C };
+      const before = stored ? cur.value : undefined;
       const ops: Op[] = [
         { op: 'put', key, value: record, expect: cur.version },
-        ...diffIndexes(k.indexes(cur.value), k.indexes(record)),
-        ...diffTimers(k.name, id, k.timers(cur.value), k.timers(record)),
+        ...diffIndexes(before ? k.indexes(before) : [], k.indexes(record)),
+        ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
+        ...journalOps(k, record, before),
         ...(opts.extra?.(record, cur.value) ?? []),
       ];
       const res = await this.store.commit(ops);
-      if (res.ok) return { id, record, previous: cur.value, version: cur.version + 1, seqs: res.seqs };
+      if (res.ok) return { id, record, previous: before, version: cur.version + 1, seqs: res.seqs };
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
@@ -187,6 +195,11 @@ export class Runtime {
     if (this.timerLoop) clearTimeout(this.timerLoop);
     await Promise.allSettled([...this.queues.values()]);
   }
+}
+
+function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
+  const j = k.journal?.(rec, prev);
+  return j ? [{ op: 'append', log: j.log, entry: j.entry }] : [];
 }
 
 export const timerKey = (kind: string, id: string, event: string) => JSON.stringify([kind, id, event]);
