@@ -10,6 +10,8 @@ import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Version
 
 const SEP = '\u0000';
 const END = '\u0001';
+const K = (s: string) => Buffer.from(s, 'utf8');
+const S = (b: unknown) => (b as Buffer).toString('utf8');
 const pad = (n: number) => String(Math.max(0, Math.floor(n))).padStart(16, '0');
 /** Bytewise (UTF-8) order, as LMDB sorts keys; JS `<` compares UTF-16 code units, which differs above U+FFFF. */
 const cmpBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -21,52 +23,54 @@ interface Rec {
 
 export async function openEmbeddedStore(dataDir: string): Promise<Store> {
   mkdirSync(dataDir, { recursive: true });
-  const root: RootDatabase = open({ path: dataDir, name: undefined, maxDbs: 16 } as never);
-  const recs = root.openDB<Rec, string>({ name: 'recs' });
-  const idx = root.openDB<true, string>({ name: 'idx' });
-  const timers = root.openDB<true, string>({ name: 'timers' });
-  const timerAt = root.openDB<number, string>({ name: 'timer_at' });
-  const logs = root.openDB<unknown, string>({ name: 'logs' });
-  const meta = root.openDB<number, string>({ name: 'meta' });
+  const root: RootDatabase = open({ path: dataDir, noSubdir: false, maxDbs: 16 } as never);
+  // Binary keys: lmdb-js's default key encoding reads a NUL inside a string key as an array separator.
+  const db = <V>(name: string) => root.openDB<V, Buffer>({ name, keyEncoding: 'binary' } as never);
+  const recs = db<Rec>('recs');
+  const idx = db<true>('idx');
+  const timers = db<true>('timers');
+  const timerAt = db<number>('timer_at');
+  const logs = db<unknown>('logs');
+  const meta = db<number>('meta');
   const bus = new EventEmitter();
   bus.setMaxListeners(0);
 
   const getRec = <T>(key: string): Versioned<T> | undefined => {
-    const r = recs.get(key);
+    const r = recs.get(K(key));
     return r ? { version: r.v, value: r.d as T } : undefined;
   };
-  const bump = (db: Database<number, string>, key: string, by: number): number => {
-    const n = (db.get(key) ?? 0) + by;
-    db.putSync(key, n);
+  const bump = (d: Database<number, Buffer>, key: string, by: number): number => {
+    const n = (d.get(K(key)) ?? 0) + by;
+    d.putSync(K(key), n);
     return n;
   };
   const setTimer = (key: string, at: number | null) => {
-    const old = timerAt.get(key);
-    if (old !== undefined) timers.removeSync(pad(old) + SEP + key);
-    if (at === null) timerAt.removeSync(key);
+    const old = timerAt.get(K(key));
+    if (old !== undefined) timers.removeSync(K(pad(old) + SEP + key));
+    if (at === null) timerAt.removeSync(K(key));
     else {
-      timerAt.putSync(key, at);
-      timers.putSync(pad(at) + SEP + key, true);
+      timerAt.putSync(K(key), at);
+      timers.putSync(K(pad(at) + SEP + key), true);
     }
   };
 
   function apply(ops: Op[]): CommitResult {
     for (const o of ops) {
       if ((o.op === 'put' || o.op === 'del' || o.op === 'check') && o.expect !== undefined) {
-        if ((recs.get(o.key)?.v ?? 0) !== o.expect) return { ok: false, conflict: o.key };
+        if ((recs.get(K(o.key))?.v ?? 0) !== o.expect) return { ok: false, conflict: o.key };
       }
     }
     const published: [string, LogEntry][] = [];
     for (const o of ops) {
       switch (o.op) {
         case 'put':
-          recs.putSync(o.key, { v: (recs.get(o.key)?.v ?? 0) + 1, d: o.value });
+          recs.putSync(K(o.key), { v: (recs.get(K(o.key))?.v ?? 0) + 1, d: o.value });
           break;
         case 'del':
-          recs.removeSync(o.key);
+          recs.removeSync(K(o.key));
           break;
         case 'index': {
-          const k = o.index + SEP + o.member;
+          const k = K(o.index + SEP + o.member);
           const present = idx.get(k) !== undefined;
           if (o.remove && present) {
             idx.removeSync(k);
@@ -82,7 +86,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
           break;
         case 'append': {
           const seq = bump(meta, 'seq' + SEP + o.log, 1);
-          logs.putSync(o.log + SEP + pad(seq), o.entry);
+          logs.putSync(K(o.log + SEP + pad(seq)), o.entry);
           published.push([o.log, { seq, entry: o.entry }]);
           break;
         }
@@ -115,10 +119,10 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       const out: string[] = [];
       // reverse `end` is exclusive: without gt, stop at the bare index name so the '' member is included
       const it = o.reverse
-        ? idx.getKeys({ start: hi, end: o.gt !== undefined ? lo : index, reverse: true })
-        : idx.getKeys({ start: lo, end: hi });
+        ? idx.getKeys({ start: K(hi), end: K(o.gt !== undefined ? lo : index), reverse: true })
+        : idx.getKeys({ start: K(lo), end: K(hi) });
       for (const k of it) {
-        const member = (k as string).slice(index.length + 1);
+        const member = S(k).slice(index.length + 1);
         if (o.gt !== undefined && cmpBytes(member, o.gt) <= 0) continue;
         if (o.lt !== undefined && cmpBytes(member, o.lt) >= 0) continue;
         out.push(member);
@@ -127,14 +131,14 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       return out;
     },
     async count(index: string) {
-      return meta.get('count' + SEP + index) ?? 0;
+      return meta.get(K('count' + SEP + index)) ?? 0;
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       return root.transaction(() => {
         const due: DueTimer[] = [];
         // snapshot first: setTimer writes into the range being iterated (with holdMs 0 a live cursor revisits)
-        for (const k of [...timers.getKeys({ start: '', end: pad(now) + END, limit })]) {
-          const key = (k as string).slice(17);
+        for (const k of [...timers.getKeys({ start: K(''), end: K(pad(now) + END), limit })]) {
+          const key = S(k).slice(17);
           const claim = now + holdMs;
           setTimer(key, claim);
           due.push({ key, claim });
@@ -144,22 +148,22 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
     },
     async releaseTimer(t: DueTimer) {
       await root.transaction(() => {
-        if (timerAt.get(t.key) === t.claim) setTimer(t.key, null);
+        if (timerAt.get(K(t.key)) === t.claim) setTimer(t.key, null);
       });
     },
     async nextTimerAt() {
-      for (const k of timers.getKeys({ limit: 1 })) return Number((k as string).slice(0, 16));
+      for (const k of timers.getKeys({ limit: 1 })) return Number(S(k).slice(0, 16));
       return undefined;
     },
     async readLog<T>(log: string, afterSeq: number, limit: number) {
       const out: LogEntry<T>[] = [];
-      for (const { key, value } of logs.getRange({ start: log + SEP + pad(afterSeq + 1), end: log + END, limit })) {
-        out.push({ seq: Number((key as string).slice(log.length + 1)), entry: value as T });
+      for (const { key, value } of logs.getRange({ start: K(log + SEP + pad(afterSeq + 1)), end: K(log + END), limit })) {
+        out.push({ seq: Number(S(key).slice(log.length + 1)), entry: value as T });
       }
       return out;
     },
     async lastSeq(log: string) {
-      return meta.get('seq' + SEP + log) ?? 0;
+      return meta.get(K('seq' + SEP + log)) ?? 0;
     },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
       const h = fn as (e: LogEntry) => void;
@@ -168,7 +172,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
     },
     async ping() {
       const t = performance.now();
-      recs.get('\u0000ping');
+      recs.get(K('\u0000ping'));
       return performance.now() - t;
     },
     async close() {
