@@ -20,7 +20,12 @@ export interface SignalContext {
   to_identity: string | null;
   to_ring: string | null;
   parent_id: string | null;
+  /** the root of the thread (its own id for a root) */
+  thread_id: string;
   sequence: number;
+  /** ids of the role and ring the names resolved to at emit, for the inbox indexes */
+  to_role_id: string | null;
+  to_ring_id: string | null;
   tags: string[];
   target_capabilities: string[];
   routing_policy: string | null;

@@ -5,11 +5,15 @@ import { authenticate } from './auth/keys.js';
 import { Health } from './health/health.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
+import { ApiKeys } from './identity/api-keys.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
+import { Org } from './org/service.js';
+import { Inbox } from './signals/inbox.js';
 import { signalKind } from './signals/kind.js';
+import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import type { Store } from './store/port.js';
@@ -28,11 +32,17 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const store = await openStore(config);
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
+  runtime.register(receiptKind);
+  const org = new Org(runtime);
+  const signals = new Signals(runtime, org, config);
   const services = {
     config,
     runtime,
     invites: new Invites(runtime),
-    signals: new Signals(runtime, config),
+    apiKeys: new ApiKeys(runtime),
+    org,
+    signals,
+    inbox: new Inbox(runtime, org, signals),
     health: new Health(store),
   };
   const front = new FrontEnd<Principal>({

@@ -1,8 +1,10 @@
 import type { Route } from '../http/server.js';
+import { adminRoutes } from './admin.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
+import { orgRoutes } from './org.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s)];
 export type { Services };

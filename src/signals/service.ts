@@ -1,13 +1,17 @@
-/** Signal rules: who may emit, claim and ack what; which actor gets which event. */
+/** Signal rules: routing on emit, threads, claims and acks under key scopes, and filtered lists. */
+import { encodeTime } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
-import type { Principal } from '../identity/model.js';
+import { keys as identityKeys, type Principal } from '../identity/model.js';
+import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
-import { SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
-import { page, type Page } from '../api/paging.js';
+import type { Op } from '../store/port.js';
+import { SIGNAL, signalIndexes, signalView, threadMember, type Signal } from './kind.js';
+import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
+import { scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
 
@@ -30,9 +34,23 @@ export interface EmitBody {
   attachments?: unknown[];
 }
 
+export interface ListFilter {
+  types?: string[];
+  from_identity?: string;
+  to_role?: string;
+  to_ring?: string;
+  task_status?: string;
+  delivery_state?: string;
+  tag?: string;
+  since?: number;
+}
+
+const threadSeqKey = (rootId: string) => `thread-seq:${rootId}`;
+
 export class Signals {
   constructor(
     private rt: Runtime,
+    private org: Org,
     private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
   ) {}
 
@@ -40,73 +58,152 @@ export class Signals {
     if (!p.membership || p.membership.status !== 'active') throw new AppError('POLICY_MEMBERSHIP_REQUIRED');
   }
 
+  private async route(body: EmitBody): Promise<{ role_id: string | null; ring_id: string | null }> {
+    const [role, ring, identity] = await Promise.all([
+      body.to_role !== undefined ? this.org.roleByName(body.to_role) : undefined,
+      body.to_ring !== undefined ? this.org.ringByName(body.to_ring) : undefined,
+      body.to_identity !== undefined ? this.rt.store.get(identityKeys.identity(body.to_identity)) : undefined,
+    ]);
+    if (body.to_role !== undefined && !role) throw new AppError('SIGNAL_NOT_FOUND', `No role named "${body.to_role}"`, { field: 'to_role' });
+    if (body.to_ring !== undefined && !ring) throw new AppError('SIGNAL_NOT_FOUND', `No ring named "${body.to_ring}"`, { field: 'to_ring' });
+    if (body.to_identity !== undefined && !identity) throw new AppError('SIGNAL_NOT_FOUND', `No identity ${body.to_identity}`, { field: 'to_identity' });
+    return { role_id: role?.id ?? null, ring_id: ring?.id ?? null };
+  }
+
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
     this.requireMember(p);
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     if (!canonical && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
-    const t = iso();
+    assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
+    const route = await this.route(body);
     const id = newId();
-    const context: SignalContext = {
-      id,
-      signal_type: body.signal_type,
-      base_type: canonical ? body.signal_type : 'custom',
-      content: body.content,
-      urgency: body.urgency ?? 0.5,
-      from_role: body.from_role ?? null,
-      from_identity: p.identity.id,
-      to_role: body.to_role ?? null,
-      to_identity: body.to_identity ?? null,
-      to_ring: body.to_ring ?? null,
-      parent_id: body.parent_id ?? null,
-      sequence: 0,
-      tags: body.tags ?? [],
-      target_capabilities: body.target_capabilities ?? [],
-      routing_policy: body.routing_policy ?? null,
-      metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
-      payload: body.payload ?? {},
-      resources: [...(body.resources ?? []), ...(body.attachments ?? [])],
-      task_status: body.signal_type === 'task' ? 'open' : null,
-      claimed_by: null,
-      claimed_at: null,
-      claim_expires_at: null,
-      protocol_version: 'svc/1.0',
-      delivery_count: 0,
-      max_attempts: this.config.maxDeliveryAttempts,
-      created_at: t,
-      updated_at: t,
-    };
-    const record: ActorRecord<SignalContext> = { value: 'pending', context };
-    const res = await this.rt.store.commit(this.rt.createOps(SIGNAL, id, record));
-    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'signal id collision');
+    const record = await this.rt.retry(async () => {
+      const thread = await this.threadPosition(id, body.parent_id);
+      const t = iso();
+      const context: SignalContext = {
+        id,
+        signal_type: body.signal_type,
+        base_type: canonical ? body.signal_type : 'custom',
+        content: body.content,
+        urgency: body.urgency ?? 0.5,
+        from_role: body.from_role ?? null,
+        from_identity: p.identity.id,
+        to_role: body.to_role ?? null,
+        to_identity: body.to_identity ?? null,
+        to_ring: body.to_ring ?? null,
+        parent_id: body.parent_id ?? null,
+        thread_id: thread.root,
+        sequence: thread.sequence,
+        to_role_id: route.role_id,
+        to_ring_id: route.ring_id,
+        tags: body.tags ?? [],
+        target_capabilities: body.target_capabilities ?? [],
+        routing_policy: body.routing_policy ?? null,
+        metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
+        payload: body.payload ?? {},
+        resources: [...(body.resources ?? []), ...(body.attachments ?? [])],
+        task_status: body.signal_type === 'task' ? 'open' : null,
+        claimed_by: null,
+        claimed_at: null,
+        claim_expires_at: null,
+        protocol_version: 'svc/1.0',
+        delivery_count: 0,
+        max_attempts: this.config.maxDeliveryAttempts,
+        created_at: t,
+        updated_at: t,
+      };
+      const rec: ActorRecord<SignalContext> = { value: 'pending', context };
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec)] };
+    });
     return signalView(record);
   }
 
-  async get(id: string): Promise<Signal> {
+  /** The sequence counter of a thread moves in the same commit as the reply, so positions follow commit order. */
+  private async threadPosition(id: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
+    if (parentId === undefined) return { root: id, sequence: 0, ops: [{ op: 'put', key: threadSeqKey(id), value: { next: 1 }, expect: 0 }] };
+    const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
+    if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
+    const root = parent.value.context.thread_id;
+    const counter = await this.rt.store.get<{ next: number }>(threadSeqKey(root));
+    const sequence = counter?.value.next ?? 1;
+    return { root, sequence, ops: [{ op: 'put', key: threadSeqKey(root), value: { next: sequence + 1 }, expect: counter?.version ?? 0 }] };
+  }
+
+  async load(id: string, notFound: 'SIGNAL_NOT_FOUND' | 'SIGNAL_ACK_NOT_FOUND' = 'SIGNAL_NOT_FOUND'): Promise<ActorRecord<SignalContext>> {
     const r = await this.rt.load<SignalContext>(SIGNAL, id);
-    if (!r) throw new AppError('SIGNAL_NOT_FOUND');
-    return signalView(r.value);
+    if (!r) throw new AppError(notFound);
+    return r.value;
+  }
+
+  async get(p: Principal, id: string): Promise<Signal> {
+    const r = await this.load(id);
+    assertInScope(p.key, r.context);
+    return signalView(r);
   }
 
   async claim(p: Principal, signalId: string, leaseMs?: number): Promise<Signal> {
     this.requireMember(p);
+    assertInScope(p.key, (await this.load(signalId)).context);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs });
     return signalView(c!.record);
   }
 
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
     this.requireMember(p);
+    assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, now: now() }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
     return signalView(c!.record);
   }
 
-  async list(after: string | undefined, limit: number): Promise<Page<Signal>> {
-    const ids = await this.rt.store.range(signalIndexes.all, { lt: after, reverse: true, limit: limit + 1 });
-    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, ids.slice(0, limit));
-    return page(
-      recs.map((r) => signalView(r!)),
-      ids.length > limit,
-      (s) => s.id,
+  /** pending → delivered on first read by a recipient; a signal already past pending is left alone. */
+  async markDelivered(records: ActorRecord<SignalContext>[]): Promise<ActorRecord<SignalContext>[]> {
+    return Promise.all(
+      records.map(async (r) => {
+        if (r.value !== 'pending') return r;
+        const c = await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'DELIVER' }, { quiet: true });
+        return c?.record ?? (await this.load(r.context.id));
+      }),
     );
   }
+
+  async thread(p: Principal, id: string): Promise<Signal[]> {
+    const r = await this.load(id);
+    assertInScope(p.key, r.context);
+    const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { limit: 10_000 });
+    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map((m) => m.slice(10)));
+    return recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
+  }
+
+  async list(p: Principal, f: ListFilter, before: string | undefined, limit: number): Promise<Scanned<Signal>> {
+    assertFilterInScope(p.key, { types: f.types, ring: f.to_ring });
+    const index = f.delivery_state
+      ? signalIndexes.byState(f.delivery_state)
+      : f.types?.length === 1
+        ? signalIndexes.byType(f.types[0])
+        : signalIndexes.all;
+    const res = await scanDesc(this.rt.store, [index], {
+      before,
+      // ULIDs start with their time; a second of slack covers the id being minted just before created_at
+      after: f.since !== undefined ? encodeTime(Math.max(0, f.since - 1000)) : undefined,
+      limit,
+      load: (ids) => this.rt.loadMany<SignalContext>(SIGNAL, ids),
+      keep: (r) => !outOfScope(p.key, r.context) && matchesList(r, f),
+    });
+    return { items: res.items.map(signalView), cursor: res.cursor };
+  }
+}
+
+function matchesList(r: ActorRecord<SignalContext>, f: ListFilter): boolean {
+  const c = r.context;
+  return (
+    (!f.types?.length || f.types.includes(c.signal_type)) &&
+    (!f.from_identity || c.from_identity === f.from_identity) &&
+    (!f.to_role || c.to_role === f.to_role) &&
+    (!f.to_ring || c.to_ring === f.to_ring) &&
+    (!f.task_status || c.task_status === f.task_status) &&
+    (!f.delivery_state || r.value === f.delivery_state) &&
+    (!f.tag || c.tags.includes(f.tag)) &&
+    (f.since === undefined || Date.parse(c.created_at) >= f.since)
+  );
 }

@@ -1,0 +1,23 @@
+import Type from 'typebox';
+import type { Route } from '../http/server.js';
+import { compile } from '../http/validate.js';
+import type { Principal } from '../identity/model.js';
+import type { Services } from './services.js';
+
+const Strings = Type.Optional(Type.Array(Type.String()));
+const KeyCreate = compile(
+  Type.Object({
+    owner: Type.Optional(Type.String({ minLength: 1 })),
+    permissions: Type.Optional(Type.Object({ signal_types: Strings, rings: Strings, task_types: Strings, memory_scopes: Strings })),
+    ring_scopes: Strings,
+    expires_at: Type.Optional(Type.String({ format: 'date-time' })),
+    rate_limit: Type.Optional(Type.Integer({ minimum: 1 })),
+  }),
+);
+
+export const adminRoutes = ({ apiKeys }: Services): Route<Principal>[] => [
+  { method: 'get', path: '/admin/api-keys', auth: 'admin', handler: async () => ({ data: await apiKeys.list() }) },
+  { method: 'post', path: '/admin/api-keys', auth: 'admin', body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal.identity.id, r.body) }) },
+  { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.params.id) }) },
+  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', handler: async (r) => ({ data: await apiKeys.rotate(r.params.id) }) },
+];

@@ -1,0 +1,146 @@
+/**
+ * Inboxes are read-time merges of the signal indexes an identity is reached through: its direct inbox,
+ * the broadcast inbox, and the inboxes of the roles it fills and the rings it belongs to. Receipts are
+ * per identity and signal; none means unread.
+ */
+import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
+import type { SignalContext } from '../../actors/signal.js';
+import { AppError } from '../errors.js';
+import { now } from '../clock.js';
+import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
+import type { Org } from '../org/service.js';
+import { actorKey, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import { scanDesc, type Scanned } from '../store/scan.js';
+import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
+import { RECEIPT, receiptId, receiptView, type Receipt } from './receipt-kind.js';
+import type { Signals } from './service.js';
+
+export type ReceiptState = 'unread' | 'acknowledged' | 'resolved' | 'snoozed';
+
+export interface InboxQuery {
+  types?: string[];
+  ring?: string;
+  tag?: string;
+  delivery_state?: string;
+  min_urgency?: number;
+  project_tag?: string;
+  receipt_state?: ReceiptState;
+  include_resolved?: boolean;
+  include_snoozed?: boolean;
+  view?: 'full' | 'summary';
+}
+
+export type InboxItem = Signal & { receipt_state: ReceiptState; snoozed_until: string | null };
+
+interface Row {
+  signal: ActorRecord<SignalContext>;
+  receipt: ActorRecord<ReceiptContext> | undefined;
+}
+
+type Action = 'ACKNOWLEDGE' | 'RESOLVE' | 'SNOOZE' | 'UNSNOOZE';
+
+export class Inbox {
+  constructor(
+    private rt: Runtime,
+    private org: Org,
+    private signals: Signals,
+  ) {}
+
+  /** Indexes the identity is reached through. */
+  async reachOf(identityId: string): Promise<{ indexes: string[]; roles: string[]; rings: string[] }> {
+    const { roles, rings } = await this.org.placesOf(identityId);
+    return {
+      roles,
+      rings,
+      indexes: [signalIndexes.identityInbox(identityId), signalIndexes.broadcast, ...roles.map(signalIndexes.roleInbox), ...rings.map(signalIndexes.ringInbox)],
+    };
+  }
+
+  /** Whether a signal lands in this identity's inbox: direct, broadcast, or a role/ring it holds with the capabilities asked for. */
+  static reaches(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | 'to_ring_id' | 'target_capabilities'>, who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }): boolean {
+    if (c.to_identity === who.id) return true;
+    const viaGroup = (c.to_role_id !== null && reach.roles.includes(c.to_role_id)) || (c.to_ring_id !== null && reach.rings.includes(c.to_ring_id));
+    const broadcast = c.to_identity === null && c.to_role_id === null && c.to_ring_id === null;
+    return (viaGroup || broadcast) && c.target_capabilities.every((cap) => who.capabilities.includes(cap));
+  }
+
+  async identityInbox(p: Principal, target: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
+    const who = await this.resolveIdentity(target);
+    if (who.id !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the identity itself or an admin may read its inbox');
+    const reach = await this.reachOf(who.id);
+    return this.read(p, who, reach.indexes, (c) => Inbox.reaches(c, who, reach), q, before, limit, true);
+  }
+
+  async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
+    const role = await this.org.roleByName(roleName);
+    if (!role) throw new AppError('SIGNAL_NOT_FOUND', `No role named "${roleName}"`, { field: 'target' });
+    const fills = await this.org.fillersOf(role.id);
+    return this.read(p, p.identity, [signalIndexes.roleInbox(role.id)], () => true, q, before, limit, fills.includes(p.identity.id));
+  }
+
+  private async resolveIdentity(target: string): Promise<Identity> {
+    let id = target;
+    if (target.startsWith('@')) {
+      const ref = await this.rt.store.get<{ id: string }>(identityKeys.identityName(target.slice(1)));
+      if (!ref) throw new AppError('SIGNAL_NOT_FOUND', `No identity named "${target.slice(1)}"`, { field: 'target' });
+      id = ref.value.id;
+    }
+    const rec = await this.rt.store.get<Identity>(identityKeys.identity(id));
+    if (!rec) throw new AppError('SIGNAL_NOT_FOUND', `No identity ${id}`, { field: 'target' });
+    return rec.value;
+  }
+
+  private async read(p: Principal, reader: Pick<Identity, 'id'>, indexes: string[], reaches: (c: SignalContext) => boolean, q: InboxQuery, before: string | undefined, limit: number, delivers: boolean): Promise<Scanned<InboxItem>> {
+    assertFilterInScope(p.key, { types: q.types, ring: q.ring });
+    const res = await scanDesc<Row>(this.rt.store, indexes, {
+      before,
+      limit,
+      load: async (members) => {
+        const ids = members.map(idOfInboxMember);
+        const rows = await this.rt.store.getMany<ActorRecord<any>>([...ids.map((id) => actorKey(SIGNAL, id)), ...ids.map((id) => actorKey(RECEIPT, receiptId(reader.id, id)))]);
+        return ids.map((_, i) => (rows[i] ? { signal: rows[i]!.value, receipt: rows[ids.length + i]?.value } : undefined));
+      },
+      keep: (row) => reaches(row.signal.context) && !outOfScope(p.key, row.signal.context) && matchesInbox(row, q),
+    });
+    const signals = delivers && reader.id === p.identity.id ? await this.signals.markDelivered(res.items.map((r) => r.signal)) : res.items.map((r) => r.signal);
+    return {
+      cursor: res.cursor,
+      items: signals.map((s, i) => {
+        const receipt = res.items[i].receipt;
+        const view: Signal = signalView(s);
+        const item = { ...view, receipt_state: (receipt?.value ?? 'unread') as ReceiptState, snoozed_until: receipt?.context.snoozed_until ?? null };
+        if (q.view === 'summary') {
+          const { content: _c, payload: _p, ...summary } = item;
+          return summary as InboxItem;
+        }
+        return item;
+      }),
+    };
+  }
+
+  async act(p: Principal, action: Action, signalId: string, until?: number): Promise<Receipt> {
+    this.signals.requireMember(p);
+    const signal = await this.signals.load(signalId);
+    assertInScope(p.key, signal.context);
+    if (action === 'SNOOZE' && (until === undefined || until <= now())) throw new AppError('VALIDATION_INVALID_TYPE', 'until must be a future timestamp', { field: 'until', reason: 'future' });
+    const c = await this.rt.send<ReceiptContext>(RECEIPT, receiptId(p.identity.id, signalId), { type: action, until }, { create: () => newReceipt(p.identity.id, signalId, now()) });
+    const reach = await this.reachOf(p.identity.id);
+    if (Inbox.reaches(signal.context, p.identity, reach)) await this.signals.markDelivered([signal]);
+    return receiptView(c!.record, p.identity.id, signalId);
+  }
+}
+
+function matchesInbox({ signal, receipt }: Row, q: InboxQuery): boolean {
+  const c = signal.context;
+  const state: ReceiptState = (receipt?.value as ReceiptState) ?? 'unread';
+  if (q.receipt_state ? state !== q.receipt_state : (state === 'resolved' && !q.include_resolved) || (state === 'snoozed' && !q.include_snoozed)) return false;
+  return (
+    (!q.types?.length || q.types.includes(c.signal_type)) &&
+    (!q.ring || c.to_ring === q.ring) &&
+    (!q.tag || c.tags.includes(q.tag)) &&
+    (!q.project_tag || c.tags.includes(`project:${q.project_tag}`)) &&
+    (!q.delivery_state || signal.value === q.delivery_state) &&
+    (q.min_urgency === undefined || c.urgency >= q.min_urgency)
+  );
+}
