@@ -1,0 +1,21 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { receiptMachine } from '../../actors/inbox-receipt.js';
+import { signalMachine } from '../../actors/signal.js';
+import { docRows, machineRows } from '../helpers/state-table.js';
+
+const doc = readFileSync(new URL('../../docs/signals.md', import.meta.url), 'utf8');
+
+describe('docs/signals.md state tables equal the machines', () => {
+  it('signal machine', () => {
+    expect(docRows(doc, '### Signal machine')).toEqual(machineRows(signalMachine));
+  });
+  it('inbox receipt machine', () => {
+    expect(docRows(doc, '### Inbox receipt machine')).toEqual(machineRows(receiptMachine));
+  });
+  it('every refusal code in the tables is in the error catalogue', async () => {
+    const { catalogue } = await import('../../src/errors.js');
+    const codes = [...machineRows(signalMachine), ...machineRows(receiptMachine)].map((r) => r[5]).filter((c) => c !== '—');
+    for (const c of codes) expect(Object.keys(catalogue)).toContain(c);
+  });
+});
