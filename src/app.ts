@@ -11,6 +11,9 @@ import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
 import { Org } from './org/service.js';
+import { Presence } from './realtime/presence.js';
+import { Realtime } from './realtime/realtime.js';
+import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
 import { signalKind } from './signals/kind.js';
 import { receiptKind } from './signals/receipt-kind.js';
@@ -35,6 +38,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(receiptKind);
   const org = new Org(runtime);
   const signals = new Signals(runtime, org, config);
+  const inbox = new Inbox(runtime, org, signals);
+  const health = new Health(store);
+  const presence = new Presence(store);
   const services = {
     config,
     runtime,
@@ -42,16 +48,23 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     apiKeys: new ApiKeys(runtime),
     org,
     signals,
-    inbox: new Inbox(runtime, org, signals),
-    health: new Health(store),
+    inbox,
+    health,
+    stats: new Stats(store, presence, health),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     baseUrl: config.baseUrl,
     log,
-    authenticate: (h, admin) => authenticate(store, h, admin),
+    authenticate: async (h, admin) => {
+      const p = await authenticate(store, h, admin);
+      void presence.touch(p.identity.id);
+      return p;
+    },
   });
   front.routes(routes(services));
+  const realtime = new Realtime(config, store, log, org, signals, inbox, presence);
+  await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
   runtime.startTimers();
@@ -64,6 +77,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     log,
     async close() {
       front.close();
+      presence.stop();
+      await realtime.stop();
       await runtime.stop();
       await store.close();
     },

@@ -14,6 +14,8 @@ export interface Config {
   bodyLimitBytes: number;
   timerPollMs: number;
   strictSignalTypes: boolean;
+  pushMaxBufferBytes: number;
+  sseHeartbeatMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -66,5 +68,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
+    pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024),
+    sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
   });
 }

@@ -98,6 +98,7 @@ export const catalogue = {
   NOT_FOUND: [404, 'Route not found'],
   // Not in the interface's table: the body size cap needs a code of its own (see docs/decisions.md).
   PAYLOAD_TOO_LARGE: [413, 'Request body exceeds the size cap'],
+  PUSH_CONSUMER_TOO_SLOW: [429, 'Push consumer fell too far behind; reconnect and resume from your last cursor'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -5,6 +5,7 @@ import { inviteRoutes } from './invites.js';
 import { orgRoutes } from './org.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
+import { statsRoutes } from './stats.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s)];
 export type { Services };

@@ -6,6 +6,7 @@ import type { Org } from '../org/service.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
+import type { Stats } from '../stats/service.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -17,4 +18,5 @@ export interface Services {
   signals: Signals;
   inbox: Inbox;
   health: Health;
+  stats: Stats;
 }

@@ -7,7 +7,7 @@ import type { Services } from './services.js';
 
 const Str = Type.String();
 const NonEmpty = Type.String({ minLength: 1 });
-const EmitBody = compile(
+export const EmitBody = compile(
   Type.Object({
     signal_type: Type.String({ minLength: 1, maxLength: 100 }),
     content: Type.String(),
@@ -28,9 +28,9 @@ const EmitBody = compile(
   }),
 );
 const SignalRef = { signal_id: NonEmpty };
-const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) }));
-const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
-const ReceiptBody = compile(Type.Object(SignalRef));
+export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) }));
+export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
+export const ReceiptBody = compile(Type.Object(SignalRef));
 const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
 
 const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));

@@ -1,5 +1,5 @@
 /** Compiled TypeBox validation mapped to catalogue codes with `details.field`. */
-import type { TSchema } from 'typebox';
+import type { Static, TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { Value } from 'typebox/value';
 import { AppError, type ErrorCode } from '../errors.js';
@@ -10,7 +10,8 @@ export interface Validator<T = unknown> {
   errors(v: unknown): { keyword: string; instancePath: string; params: Record<string, unknown>; message: string }[];
 }
 
-export function compile<T = unknown>(schema: TSchema): Validator<T> {
+export function compile<S extends TSchema>(schema: S): Validator<Static<S>> {
+  type T = Static<S>;
   const c = Compile(schema);
   return { schema, check: (v): v is T => c.Check(v), errors: (v) => [...c.Errors(v)] as never };
 }

@@ -156,6 +156,11 @@ export class Signals {
     return signalView(c!.record);
   }
 
+  /** pending → delivered after a push to a recipient; no-op when already past pending. */
+  async deliver(id: string): Promise<void> {
+    await this.rt.send<SignalContext>(SIGNAL, id, { type: 'DELIVER' }, { quiet: true });
+  }
+
   /** pending → delivered on first read by a recipient; a signal already past pending is left alone. */
   async markDelivered(records: ActorRecord<SignalContext>[]): Promise<ActorRecord<SignalContext>[]> {
     return Promise.all(

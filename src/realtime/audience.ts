@@ -1,0 +1,73 @@
+/**
+ * Who is shown a journal entry. A new signal goes to the identities it lands on (direct, broadcast, the
+ * roles they fill and the rings they belong to, narrowed by target_capabilities); an update also goes to
+ * its sender and claimer. Admin SSE streams see everything. Key scopes and the connection's own filters
+ * narrow all of it.
+ */
+import { now } from '../clock.js';
+import type { Principal } from '../identity/model.js';
+import type { Org } from '../org/service.js';
+import { Inbox } from '../signals/inbox.js';
+import type { JournalEntry } from '../signals/kind.js';
+import { outOfScope } from '../signals/policy.js';
+
+const REACH_TTL_MS = 1000;
+
+export interface Filters {
+  rings?: string[];
+  types?: string[];
+}
+
+/** Roles and rings per identity, refreshed in the background at most every second while someone asks. */
+export class ReachCache {
+  private cache = new Map<string, { roles: string[]; rings: string[]; at: number; loading?: Promise<void> }>();
+  constructor(private org: Org) {}
+
+  async load(identityId: string): Promise<void> {
+    const places = await this.org.placesOf(identityId);
+    this.cache.set(identityId, { ...places, at: now() });
+  }
+
+  get(identityId: string): { roles: string[]; rings: string[] } {
+    const c = this.cache.get(identityId);
+    if (!c) {
+      void this.load(identityId);
+      return { roles: [], rings: [] };
+    }
+    if (now() - c.at > REACH_TTL_MS && !c.loading) {
+      c.loading = this.load(identityId).catch(() => {
+        c.loading = undefined;
+      });
+    }
+    return c;
+  }
+}
+
+export class Audience {
+  constructor(
+    public principal: Principal,
+    private reach: ReachCache,
+    private seesAll: boolean,
+    public filters: Filters = {},
+  ) {}
+
+  isRecipient(e: JournalEntry): boolean {
+    const s = e.signal;
+    return Inbox.reaches(
+      { to_identity: s.to_identity, to_role_id: e.route.role_id, to_ring_id: e.route.ring_id, target_capabilities: s.target_capabilities },
+      this.principal.identity,
+      this.reach.get(this.principal.identity.id),
+    );
+  }
+
+  wants(e: JournalEntry): boolean {
+    const s = e.signal;
+    const f = this.filters;
+    if (f.types?.length && !f.types.includes(s.signal_type)) return false;
+    if (f.rings?.length && !(s.to_ring && f.rings.includes(s.to_ring))) return false;
+    if (outOfScope(this.principal.key, s)) return false;
+    if (this.seesAll || this.isRecipient(e)) return true;
+    const me = this.principal.identity.id;
+    return e.type === 'signal.updated' && (s.from_identity === me || s.claimed_by === me);
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * The push hub: one subscription per process to the committed signal journal. Entries are processed in
+ * sequence order; a gap (a missed pub/sub message) is filled from the stored log, so every subscriber sees
+ * every entry once, in commit order. A subscriber that resumes from a cursor is replayed from the log
+ * while live entries are buffered, then switched to live without a gap or a duplicate.
+ */
+import type { Logger } from '../log.js';
+import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
+import type { LogEntry, Store } from '../store/port.js';
+
+const REPLAY_PAGE = 500;
+
+export interface Subscriber {
+  /** the last sequence this subscriber has passed (delivered or filtered out) */
+  lastSeq: number;
+  /** sync: whether this subscriber is shown the entry */
+  wants(e: JournalEntry): boolean;
+  /** returns false when the subscriber must be dropped (closed, or too slow) */
+  deliver(e: JournalEntry, seq: number): boolean;
+}
+
+interface Slot {
+  sub: Subscriber;
+  replaying: boolean;
+  buffer: LogEntry<JournalEntry>[];
+}
+
+export class Hub {
+  private slots = new Set<Slot>();
+  private bySub = new Map<Subscriber, Slot>();
+  private lastSeq = 0;
+  private chain: Promise<void> = Promise.resolve();
+  private unsubscribe: (() => Promise<void>) | undefined;
+
+  constructor(
+    private store: Store,
+    private log: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    this.unsubscribe = await this.store.subscribe<JournalEntry>(SIGNAL_LOG, (e) => this.enqueue(e));
+    this.lastSeq = await this.store.lastSeq(SIGNAL_LOG);
+  }
+
+  get cursor(): number {
+    return this.lastSeq;
+  }
+
+  private enqueue(e: LogEntry<JournalEntry>): void {
+    this.chain = this.chain.then(() => this.take(e)).catch((err) => this.log.warn({ err }, 'push hub entry failed'));
+  }
+
+  private async take(e: LogEntry<JournalEntry>): Promise<void> {
+    if (e.seq <= this.lastSeq) return;
+    if (e.seq > this.lastSeq + 1) {
+      const missing = await this.store.readLog<JournalEntry>(SIGNAL_LOG, this.lastSeq, e.seq - this.lastSeq - 1);
+      for (const m of missing) if (m.seq < e.seq) this.fanOut(m);
+    }
+    this.fanOut(e);
+  }
+
+  private fanOut(e: LogEntry<JournalEntry>): void {
+    if (e.seq <= this.lastSeq) return;
+    this.lastSeq = e.seq;
+    for (const slot of this.slots) {
+      if (slot.replaying) slot.buffer.push(e);
+      else this.offer(slot, e);
+    }
+  }
+
+  private offer(slot: Slot, e: LogEntry<JournalEntry>): void {
+    if (e.seq <= slot.sub.lastSeq) return;
+    slot.sub.lastSeq = e.seq;
+    if (slot.sub.wants(e.entry) && !slot.sub.deliver(e.entry, e.seq)) this.detach(slot.sub);
+  }
+
+  /** Live from now, or replayed from `after` first. */
+  async attach(sub: Subscriber, after?: number): Promise<void> {
+    const slot: Slot = { sub, replaying: after !== undefined, buffer: [] };
+    this.slots.add(slot);
+    this.bySub.set(sub, slot);
+    if (after === undefined) {
+      sub.lastSeq = this.lastSeq;
+      return;
+    }
+    await this.replay(slot, after);
+  }
+
+  /** Replays from `after` (a resume on an attached subscriber goes through here too). */
+  async resume(sub: Subscriber, after: number): Promise<void> {
+    const slot = this.bySub.get(sub);
+    if (!slot) return this.attach(sub, after);
+    slot.replaying = true;
+    await this.replay(slot, after);
+  }
+
+  private async replay(slot: Slot, after: number): Promise<void> {
+    slot.sub.lastSeq = after;
+    try {
+      for (;;) {
+        const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, slot.sub.lastSeq, REPLAY_PAGE);
+        for (const e of page) {
+          if (!this.bySub.has(slot.sub)) return;
+          this.offer(slot, e);
+        }
+        if (page.length < REPLAY_PAGE) break;
+      }
+      for (const e of slot.buffer) {
+        if (!this.bySub.has(slot.sub)) return;
+        this.offer(slot, e);
+      }
+    } finally {
+      slot.buffer = [];
+      slot.replaying = false;
+    }
+  }
+
+  detach(sub: Subscriber): void {
+    const slot = this.bySub.get(sub);
+    if (!slot) return;
+    this.slots.delete(slot);
+    this.bySub.delete(sub);
+  }
+
+  async stop(): Promise<void> {
+    await this.unsubscribe?.();
+    this.slots.clear();
+    this.bySub.clear();
+  }
+}
