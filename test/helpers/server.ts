@@ -41,6 +41,12 @@ export async function startServer(env: Record<string, string>): Promise<Service>
   return startService(config, createLogger(config.logLevel));
 }
 
+/** The environment for a child process: ours, less what the test runner adds (vite sets BASE_URL="/"). */
+export function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const { BASE_URL: _b, ...rest } = process.env;
+  return { ...rest, ...env };
+}
+
 export interface ChildServer {
   url: string;
   port: number;
@@ -51,7 +57,7 @@ export interface ChildServer {
 /** The service as its own process, exactly as `npm start` runs it. */
 export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', TIMER_POLL_MS: '20', ...env },
+    env: childEnv({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', TIMER_POLL_MS: '20', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
