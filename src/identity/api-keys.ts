@@ -39,7 +39,7 @@ export class ApiKeys {
   private async update(id: string, change: (k: ApiKey) => ApiKey) {
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
-      if (!cur) throw new AppError('AUTH_KEY_INVALID', `No API key ${id}`);
+      if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
       const next = change(cur.value);
       return { result: next, ops: [{ op: 'put', key: keys.apiKey(id), value: next, expect: cur.version }] };
     });
@@ -53,8 +53,9 @@ export class ApiKeys {
   async rotate(id: string) {
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
-      if (!cur) throw new AppError('AUTH_KEY_INVALID', `No API key ${id}`);
+      if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
       const k = cur.value;
+      if (k.revoked) throw new AppError('POLICY_DENIED', 'A revoked key cannot be rotated; create a new key instead');
       const fresh = issueKey(k.owner, { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit });
       return {
         result: { api_key: fresh.plain, id: fresh.record.id },

@@ -25,6 +25,10 @@ export interface Fill {
   created_at: string;
 }
 
+/** Role and ring names are unique and matched without regard to case. */
+export const sameName = (a: string | null | undefined, b: string) => a != null && a.toLowerCase() === b.toLowerCase();
+export const namesInclude = (names: string[], name: string | null | undefined) => names.some((n) => sameName(name, n));
+
 export const orgKeys = {
   role: (id: string) => `role:${id}`,
   roleName: (name: string) => `role-name:${name.toLowerCase()}`,

@@ -6,6 +6,7 @@
  */
 import { now } from '../clock.js';
 import type { Principal } from '../identity/model.js';
+import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
 import type { JournalEntry } from '../signals/kind.js';
@@ -64,7 +65,7 @@ export class Audience {
     const s = e.signal;
     const f = this.filters;
     if (f.types?.length && !f.types.includes(s.signal_type)) return false;
-    if (f.rings?.length && !(s.to_ring && f.rings.includes(s.to_ring))) return false;
+    if (f.rings?.length && !namesInclude(f.rings, s.to_ring)) return false;
     if (outOfScope(this.principal.key, s)) return false;
     if (this.seesAll || this.isRecipient(e)) return true;
     const me = this.principal.identity.id;

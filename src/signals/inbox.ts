@@ -8,6 +8,7 @@ import type { SignalContext } from '../../actors/signal.js';
 import { AppError } from '../errors.js';
 import { now } from '../clock.js';
 import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
+import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { actorKey, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
@@ -137,7 +138,7 @@ function matchesInbox({ signal, receipt }: Row, q: InboxQuery): boolean {
   if (q.receipt_state ? state !== q.receipt_state : (state === 'resolved' && !q.include_resolved) || (state === 'snoozed' && !q.include_snoozed)) return false;
   return (
     (!q.types?.length || q.types.includes(c.signal_type)) &&
-    (!q.ring || c.to_ring === q.ring) &&
+    (!q.ring || sameName(c.to_ring, q.ring)) &&
     (!q.tag || c.tags.includes(q.tag)) &&
     (!q.project_tag || c.tags.includes(`project:${q.project_tag}`)) &&
     (!q.delivery_state || signal.value === q.delivery_state) &&

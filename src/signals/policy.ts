@@ -5,6 +5,7 @@
  */
 import { AppError } from '../errors.js';
 import type { ApiKey } from '../identity/model.js';
+import { namesInclude } from '../org/model.js';
 
 export interface Scoped {
   signal_type: string;
@@ -19,7 +20,7 @@ export function outOfScope(key: ApiKey, s: Scoped): string | undefined {
   const p = key.permissions;
   if (p.signal_types.length && !p.signal_types.includes(s.signal_type)) return 'signal_types';
   for (const [name, list] of [['rings', p.rings], ['ring_scopes', key.ring_scopes]] as const) {
-    if (list.length && (!s.to_ring || !list.includes(s.to_ring))) return name;
+    if (list.length && !namesInclude(list, s.to_ring)) return name;
   }
   if (p.task_types.length && s.signal_type === 'task' && !p.task_types.includes(taskTypeOf(s) ?? '')) return 'task_types';
   return undefined;
@@ -36,6 +37,6 @@ export function assertFilterInScope(key: ApiKey, filter: { types?: string[]; rin
   const deniedType = filter.types?.find((t) => p.signal_types.length && !p.signal_types.includes(t));
   if (deniedType) throw new AppError('AUTH_SCOPE_DENIED', `This key may not read signals of type ${deniedType}`, { scope: 'signal_types' });
   for (const [name, list] of [['rings', p.rings], ['ring_scopes', key.ring_scopes]] as const) {
-    if (filter.ring && list.length && !list.includes(filter.ring)) throw new AppError('AUTH_SCOPE_DENIED', `This key may not read ring ${filter.ring}`, { scope: name });
+    if (filter.ring && list.length && !namesInclude(list, filter.ring)) throw new AppError('AUTH_SCOPE_DENIED', `This key may not read ring ${filter.ring}`, { scope: name });
   }
 }

@@ -6,6 +6,7 @@ import { AppError } from '../errors.js';
 import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
 import { keys as identityKeys, type Principal } from '../identity/model.js';
+import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
@@ -58,7 +59,8 @@ export class Signals {
     if (!p.membership || p.membership.status !== 'active') throw new AppError('POLICY_MEMBERSHIP_REQUIRED');
   }
 
-  private async route(body: EmitBody): Promise<{ role_id: string | null; ring_id: string | null }> {
+  /** Resolves the targets; names come back as the role or ring spells them. */
+  private async route(body: EmitBody): Promise<{ role_id: string | null; ring_id: string | null; role: string | null; ring: string | null }> {
     const [role, ring, identity] = await Promise.all([
       body.to_role !== undefined ? this.org.roleByName(body.to_role) : undefined,
       body.to_ring !== undefined ? this.org.ringByName(body.to_ring) : undefined,
@@ -67,7 +69,7 @@ export class Signals {
     if (body.to_role !== undefined && !role) throw new AppError('SIGNAL_NOT_FOUND', `No role named "${body.to_role}"`, { field: 'to_role' });
     if (body.to_ring !== undefined && !ring) throw new AppError('SIGNAL_NOT_FOUND', `No ring named "${body.to_ring}"`, { field: 'to_ring' });
     if (body.to_identity !== undefined && !identity) throw new AppError('SIGNAL_NOT_FOUND', `No identity ${body.to_identity}`, { field: 'to_identity' });
-    return { role_id: role?.id ?? null, ring_id: ring?.id ?? null };
+    return { role_id: role?.id ?? null, ring_id: ring?.id ?? null, role: role?.name ?? null, ring: ring?.name ?? null };
   }
 
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
@@ -89,9 +91,9 @@ export class Signals {
         urgency: body.urgency ?? 0.5,
         from_role: body.from_role ?? null,
         from_identity: p.identity.id,
-        to_role: body.to_role ?? null,
+        to_role: route.role,
         to_identity: body.to_identity ?? null,
-        to_ring: body.to_ring ?? null,
+        to_ring: route.ring,
         parent_id: body.parent_id ?? null,
         thread_id: thread.root,
         sequence: thread.sequence,
@@ -204,8 +206,8 @@ function matchesList(r: ActorRecord<SignalContext>, f: ListFilter): boolean {
   return (
     (!f.types?.length || f.types.includes(c.signal_type)) &&
     (!f.from_identity || c.from_identity === f.from_identity) &&
-    (!f.to_role || c.to_role === f.to_role) &&
-    (!f.to_ring || c.to_ring === f.to_ring) &&
+    (!f.to_role || sameName(c.to_role, f.to_role)) &&
+    (!f.to_ring || sameName(c.to_ring, f.to_ring)) &&
     (!f.task_status || c.task_status === f.task_status) &&
     (!f.delivery_state || r.value === f.delivery_state) &&
     (!f.tag || c.tags.includes(f.tag)) &&

@@ -1,0 +1,52 @@
+/** Small shared assertions for API and e2e tests: the error envelope, and bounded polling for an eventual state. */
+import { expect } from 'vitest';
+import type { Client, Res } from '../helpers/client.js';
+
+export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** Asserts the one error envelope: status, code, a request id, a message, details, and a docs_url naming the code. */
+export function expectError(res: Res, status: number, code: string, field?: string): void {
+  expect({ status: res.status, code: res.body?.error?.code }, JSON.stringify(res.body)).toEqual({ status, code });
+  const e = res.body.error;
+  expect(Object.keys(res.body)).toEqual(['error']);
+  expect(e.request_id).toMatch(/^req_/);
+  expect(typeof e.message).toBe('string');
+  expect(e.message.length).toBeGreaterThan(0);
+  expect(e).toHaveProperty('details');
+  expect(e.docs_url).toMatch(new RegExp(`/docs/errors/${code}$`));
+  if (field !== undefined) expect(e.details?.field).toBe(field);
+}
+
+/**
+ * Polls `probe` every `stepMs` until `done` holds, for at most `timeoutMs`; fails naming what was last seen.
+ * Returns the value that satisfied `done`.
+ */
+export async function waitFor<T>(what: string, probe: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 5000, stepMs = 25): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  for (;;) {
+    last = await probe();
+    if (done(last)) return last;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(last)}`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}
+
+/** Every signal the client can list, newest first, walking all pages. */
+export async function listAll(client: Client, limit = 100): Promise<any[]> {
+  const out: any[] = [];
+  let after: string | null = null;
+  for (let page = 0; page < 1000; page++) {
+    const r: Res = await client.get(`/signals/list?limit=${limit}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    out.push(...r.body.data.signals);
+    if (!r.body.data.has_more) return out;
+    after = r.body.data.cursor;
+  }
+  throw new Error('signal list did not end within 1000 pages');
+}
+
+/** One signal as GET /signals/list shows it (walks pages until found). */
+export async function findSignal(client: Client, id: string): Promise<any | undefined> {
+  return (await listAll(client)).find((s) => s.id === id);
+}
