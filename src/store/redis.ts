@@ -100,7 +100,7 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       if (keys.length === 0) return [];
       const multi = client.multi();
       for (const k of keys) multi.hGetAll(P + 'r:' + k);
-      const rows = (await multi.exec()) as unknown as Record<string, string>[];
+      const rows = (await multi.execAsPipeline()) as unknown as Record<string, string>[];
       return rows.map((h) => parse<T>(h));
     },
     async commit(ops: Op[]): Promise<CommitResult> {
