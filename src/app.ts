@@ -3,6 +3,7 @@ import type { Config } from './config.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
 import { Health } from './health/health.js';
+import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
@@ -52,9 +53,10 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     health,
     stats: new Stats(store, presence, health),
   };
+  const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
-    baseUrl: config.baseUrl,
+    links,
     log,
     authenticate: async (h, admin) => {
       const p = await authenticate(store, h, admin);
@@ -63,10 +65,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     },
   });
   front.routes(routes(services));
-  const realtime = new Realtime(config, store, log, org, signals, inbox, presence);
+  const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
+  links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
   log.info({ port, backend: store.backend }, 'service listening');
   return {

@@ -5,6 +5,8 @@ export interface Config {
   port: number;
   host: string;
   baseUrl: string;
+  /** BASE_URL was not set: it follows the port actually bound (PORT=0 picks one) */
+  baseUrlDefaulted: boolean;
   dataDir: string;
   redisUrl: string | undefined;
   redisPrefix: string;
@@ -59,6 +61,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     port,
     host,
     baseUrl,
+    baseUrlDefaulted: !env.BASE_URL,
     dataDir: resolve(env.DATA_DIR || './data'),
     redisUrl,
     redisPrefix,

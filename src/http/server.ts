@@ -7,6 +7,7 @@ import { AppError, catalogue, errorBody, isAppError, type ErrorCode } from '../e
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
+import type { Links } from './links.js';
 import { validate, validateQuery, type Validator } from './validate.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
@@ -41,7 +42,7 @@ export interface Route<P = any> {
 
 export interface FrontEndOptions<P> {
   bodyLimit: number;
-  baseUrl: string;
+  links: Links;
   log: Logger;
   /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
   authenticate(header: string | undefined, admin: boolean): Promise<P>;
@@ -52,11 +53,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 export class FrontEnd<P> {
   readonly app: TemplatedApp = uws.App();
   private listenSocket: unknown;
-  private docsBase: string;
 
-  constructor(private opts: FrontEndOptions<P>) {
-    this.docsBase = `${opts.baseUrl}/docs/errors/`;
-  }
+  constructor(private opts: FrontEndOptions<P>) {}
 
   routes(routes: Route<P>[]): void {
     for (const r of routes) this.add(r);
@@ -104,7 +102,7 @@ export class FrontEnd<P> {
   fail(x: Exchange, rid: string, e: unknown): void {
     const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
     if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.docsBase)));
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {

@@ -17,6 +17,8 @@ export interface Subscriber {
   wants(e: JournalEntry): boolean;
   /** returns false when the subscriber must be dropped (closed, or too slow) */
   deliver(e: JournalEntry, seq: number): boolean;
+  /** resolves when the subscriber's send buffer has room: a replay waits for a reader instead of cutting it off */
+  ready?(): Promise<void>;
 }
 
 interface Slot {
@@ -100,14 +102,17 @@ export class Hub {
       for (;;) {
         const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, slot.sub.lastSeq, REPLAY_PAGE);
         for (const e of page) {
+          await slot.sub.ready?.();
           if (!this.bySub.has(slot.sub)) return;
           this.offer(slot, e);
         }
         if (page.length < REPLAY_PAGE) break;
       }
-      for (const e of slot.buffer) {
+      // new live entries keep arriving in the buffer while this waits for the reader
+      for (let i = 0; i < slot.buffer.length; i++) {
+        await slot.sub.ready?.();
         if (!this.bySub.has(slot.sub)) return;
-        this.offer(slot, e);
+        this.offer(slot, slot.buffer[i]);
       }
     } finally {
       slot.buffer = [];

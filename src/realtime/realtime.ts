@@ -7,6 +7,7 @@ import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Store } from '../store/port.js';
 import type { Exchange } from '../http/uws.js';
+import type { Links } from '../http/links.js';
 import { ReachCache } from './audience.js';
 import { Deliverer } from './deliverer.js';
 import { Hub } from './hub.js';
@@ -18,7 +19,6 @@ export class Realtime {
   readonly hub: Hub;
   readonly reach: ReachCache;
   readonly deliverer: Deliverer;
-  readonly docsBase: string;
 
   constructor(
     readonly config: Readonly<Config>,
@@ -28,11 +28,15 @@ export class Realtime {
     readonly signals: Signals,
     readonly inbox: Inbox,
     readonly presence: Presence,
+    private links: Links,
   ) {
     this.hub = new Hub(store, log);
     this.reach = new ReachCache(org);
     this.deliverer = new Deliverer(signals);
-    this.docsBase = `${config.baseUrl}/docs/errors/`;
+  }
+
+  get docsBase(): string {
+    return this.links.docsBase;
   }
 
   async start(app: TemplatedApp, fail: (x: Exchange, rid: string, e: unknown) => void): Promise<void> {

@@ -23,6 +23,9 @@ interface SocketData {
   conn?: Connection;
 }
 
+/** how long a replay waits for a reader to make room before cutting it off */
+const REPLAY_DRAIN_TIMEOUT_MS = 30_000;
+
 const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined);
 
 class Connection implements Subscriber {
@@ -30,6 +33,9 @@ class Connection implements Subscriber {
   /** the cursor of the last push frame sent: where a cut-off consumer resumes */
   private sentSeq = 0;
   closed = false;
+  /** the close handler ran: the uWS socket must not be touched again */
+  private peerGone = false;
+  private drainWaiters: (() => void)[] = [];
   readonly audience: Audience;
 
   constructor(
@@ -57,6 +63,28 @@ class Connection implements Subscriber {
     return true;
   }
 
+  ready(): Promise<void> {
+    if (this.closed || this.ws.getBufferedAmount() <= this.rt.config.pushMaxBufferBytes) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.fatal(CLOSE.slowConsumer, new AppError('PUSH_CONSUMER_TOO_SLOW', undefined, { cursor: String(this.sentSeq) }));
+        resolve();
+      }, REPLAY_DRAIN_TIMEOUT_MS);
+      this.drainWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  drained(): void {
+    if (this.peerGone || this.ws.getBufferedAmount() <= this.rt.config.pushMaxBufferBytes) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
   frame(f: unknown): void {
     if (this.closed) return;
     const text = JSON.stringify(f);
@@ -72,7 +100,11 @@ class Connection implements Subscriber {
   fatal(code: number, e: AppError): void {
     this.error(null, e);
     this.closed = true;
-    this.ws.end(code, e.code);
+    // End on the next turn: a socket ended inside uWS's own open callback (where a ?after= replay runs)
+    // loses its queued frames and the close frame, and the client sees 1006 instead of this code.
+    setImmediate(() => {
+      if (!this.peerGone) this.ws.end(code, e.code);
+    });
   }
 
   async op(raw: string): Promise<void> {
@@ -120,7 +152,7 @@ class Connection implements Subscriber {
       case 'subscribe': {
         const filters: Filters = { rings: strings(body.rings), types: strings(body.types) };
         if ((body.rings !== undefined && !filters.rings) || (body.types !== undefined && !filters.types)) {
-          throw new AppError('VALIDATION_INVALID_TYPE', 'rings and types are arrays of strings', { field: filters.rings ? 'types' : 'rings' });
+          throw new AppError('VALIDATION_INVALID_TYPE', 'rings and types are arrays of strings', { field: body.rings !== undefined && !filters.rings ? 'rings' : 'types' });
         }
         this.audience.filters = filters;
         return { rings: filters.rings ?? [], types: filters.types ?? [] };
@@ -132,6 +164,8 @@ class Connection implements Subscriber {
 
   closedByPeer(): void {
     this.closed = true;
+    this.peerGone = true;
+    this.drained();
   }
 }
 
@@ -183,6 +217,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });
       void rt.hub.attach(conn, d.after);
     },
+    drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {
       const conn = ws.getUserData().conn;
       if (conn) void conn.op(Buffer.from(message).toString('utf8'));

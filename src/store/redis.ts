@@ -168,8 +168,16 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       return performance.now() - t;
     },
     async close() {
-      await sub?.quit().catch(() => {});
-      await client.quit().catch(() => {});
+      // close() waits for replies still owed; a server that is down owes none it will ever send
+      for (const c of [sub, client]) {
+        if (!c) continue;
+        await Promise.race([c.close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
+        try {
+          c.destroy();
+        } catch {
+          // already closed
+        }
+      }
     },
   };
 }

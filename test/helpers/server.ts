@@ -84,7 +84,7 @@ export async function spawnServer(env: Record<string, string>): Promise<ChildSer
     proc,
     stop: (signal = 'SIGTERM') =>
       new Promise((resolve) => {
-        if (proc.exitCode !== null) return resolve();
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
         proc.once('exit', () => resolve());
         proc.kill(signal);
       }),

@@ -1,0 +1,456 @@
+/**
+ * The WebSocket push channel at /ws over real sockets (the `ws` package), on both backends: which sockets
+ * a signal is pushed to (direct, role, ring, broadcast, target_capabilities), two sockets of one identity,
+ * subscribe filters, client ops and their error frames, upgrade refusals, signal.updated frames for claim,
+ * ack, lease expiry and dead letter, pushed signals becoming delivered, resume after a disconnect in the
+ * middle of a 500-signal burst (by op and by URL), and a slow consumer cut off with 4008 that recovers
+ * everything it missed by resuming.
+ */
+import { rm } from 'node:fs/promises';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/app.js';
+import { bootstrap, join, type Member } from '../helpers/client.js';
+import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
+import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
+import { expectError, listAll } from './support.js';
+
+const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+
+/** The error frame of an op: same envelope and codes as REST. */
+function expectErrorFrame(f: Frame, code: string, id: unknown, field?: string): void {
+  expect({ type: f.type, code: f.error?.code, id: f.id }, JSON.stringify(f)).toEqual({ type: 'error', code, id });
+  const e = f.error!;
+  expect(e.request_id).toMatch(/^req_/);
+  expect(e.message.length).toBeGreaterThan(0);
+  expect(e).toHaveProperty('details');
+  expect(e.docs_url).toMatch(new RegExp(`/docs/errors/${code}$`));
+  if (field !== undefined) expect(e.details?.field).toBe(field);
+}
+
+describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
+  let be: BackendEnv;
+  const dirs: string[] = [];
+  const services: Service[] = [];
+  let sockets: PushSocket[] = [];
+
+  async function server(extra: Record<string, string> = {}): Promise<Service> {
+    const env = await be.env(extra);
+    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
+    const svc = await startServer(env);
+    services.push(svc);
+    return svc;
+  }
+
+  async function open(svc: Service, m: Member, opts: OpenOptions = {}): Promise<PushSocket> {
+    const s = await PushSocket.open(svc.url, m.key, { label: m.name, ...opts });
+    sockets.push(s);
+    return s;
+  }
+
+  async function emit(m: Member, body: Record<string, unknown>): Promise<any> {
+    const r = await m.client.post('/emit', body);
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.data;
+  }
+
+  beforeAll(async () => {
+    be = await backendEnv(backend);
+  });
+  afterEach(async () => {
+    await Promise.all(sockets.map((s) => s.close()));
+    sockets = [];
+  });
+  afterAll(async () => {
+    await Promise.all(services.map((s) => s.close()));
+    await be?.stop();
+    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
+  });
+
+  describe('one organization', () => {
+    let svc: Service;
+    let root: Member;
+    /** fills builders, has gpu */
+    let b1: Member;
+    /** fills builders, no capabilities */
+    let b2: Member;
+    /** member of ring core */
+    let c1: Member;
+    /** no role, no ring */
+    let out: Member;
+
+    /**
+     * Emits a sentinel (a broadcast unless `body` targets otherwise) and waits until each socket has it.
+     * Pushes follow commit order per socket, so a socket holding the sentinel has been offered everything
+     * committed before it: what it has not received by then it will never receive.
+     */
+    async function settle(socks: PushSocket[], body: Record<string, unknown> = {}): Promise<string> {
+      const s = await emit(root, { signal_type: 'pulse', content: 'sentinel', tags: ['sentinel'], ...body });
+      for (const sock of socks) await sock.waitSignals([s.id]);
+      return s.id;
+    }
+
+    beforeAll(async () => {
+      svc = await server({ MAX_DELIVERY_ATTEMPTS: '2' });
+      root = await bootstrap(svc.url);
+      b1 = await join(root.client, 'b1', { capabilities: ['gpu'] });
+      b2 = await join(root.client, 'b2');
+      c1 = await join(root.client, 'c1');
+      out = await join(root.client, 'out');
+      const role = await root.client.post('/roles', { name: 'builders' });
+      expect(role.status, JSON.stringify(role.body)).toBe(201);
+      for (const m of [b1, b2]) expect((await root.client.post('/fills', { identity_id: m.id, role_id: role.body.data.id })).status).toBe(201);
+      expect((await root.client.post('/rings', { name: 'core', members: [c1.id] })).status).toBe(201);
+    });
+
+    it('welcomes a socket with its identity and the journal cursor', async () => {
+      const s = await open(svc, c1);
+      expect(s.welcome).toEqual({ type: 'welcome', identity_id: c1.id, cursor: expect.stringMatching(/^\d+$/) });
+      const q = await open(svc, c1, { via: 'query' });
+      expect(q.welcome.identity_id).toBe(c1.id);
+    });
+
+    it('pushes each signal to the sockets of the identities it lands on, and to no other', async () => {
+      const b1x = await open(svc, b1, { label: 'b1x' });
+      const b1y = await open(svc, b1, { label: 'b1y', via: 'query' });
+      const sb2 = await open(svc, b2);
+      const sc1 = await open(svc, c1);
+      const sout = await open(svc, out);
+      const direct = await emit(root, { signal_type: 'pulse', content: 'to c1', to_identity: c1.id });
+      const role = await emit(root, { signal_type: 'alert', content: 'to builders', to_role: 'builders' });
+      const ring = await emit(root, { signal_type: 'sense', content: 'to core', to_ring: 'core' });
+      const all = await emit(root, { signal_type: 'pulse', content: 'everyone' });
+      const gpu = await emit(root, { signal_type: 'task', content: 'gpu builders only', to_role: 'builders', target_capabilities: ['gpu'] });
+      const gpuAll = await emit(root, { signal_type: 'query', content: 'gpu anyone', target_capabilities: ['gpu'] });
+      const sentinel = await settle([b1x, b1y, sb2, sc1, sout]);
+
+      const expected: [PushSocket, string[]][] = [
+        [b1x, [role.id, all.id, gpu.id, gpuAll.id]],
+        [b1y, [role.id, all.id, gpu.id, gpuAll.id]],
+        [sb2, [role.id, all.id]],
+        [sc1, [direct.id, ring.id, all.id]],
+        [sout, [all.id]],
+      ];
+      for (const [sock, ids] of expected) {
+        expectExactlyOnce(sock.signalIds().filter((id) => id !== sentinel), ids, sock.label);
+        expectIncreasing(sock.pushes(), sock.label);
+        expect(BigInt(sock.pushes()[0].cursor!)).toBeGreaterThan(BigInt(sock.welcome.cursor!));
+      }
+      const frame = sc1.frames.find((f) => f.type === 'signal' && f.signal.id === direct.id)!;
+      expect(Object.keys(frame).sort()).toEqual(['cursor', 'signal', 'type']);
+      expect(frame.cursor).toMatch(/^\d+$/);
+      expect(frame.signal).toMatchObject({ id: direct.id, signal_type: 'pulse', content: 'to c1', to_identity: c1.id, from_identity: root.id, delivery_state: 'pending', protocol_version: 'svc/1.0' });
+      // both sockets of b1 saw the same pushes with the same cursors
+      const view = (s: PushSocket) => s.frames.filter((f) => f.type === 'signal').map((f) => `${f.cursor}:${f.signal.id}`);
+      expect(view(b1y)).toEqual(view(b1x));
+    });
+
+    it('subscribe narrows pushes by signal type and by ring, and an empty subscribe widens them again', async () => {
+      const types = await open(svc, c1, { label: 'types' });
+      const rings = await open(svc, c1, { label: 'rings' });
+      const both = await open(svc, c1, { label: 'both' });
+      expect(await types.ok('subscribe', { types: ['alert'] })).toEqual({ rings: [], types: ['alert'] });
+      // frames before the answer may still be unfiltered (e.g. late delivered-updates of earlier signals)
+      const typesFrom = types.frames.length;
+      expect(await rings.ok('subscribe', { rings: ['core'] })).toEqual({ rings: ['core'], types: [] });
+      expect(await both.ok('subscribe', { rings: ['core'], types: ['alert'] })).toEqual({ rings: ['core'], types: ['alert'] });
+
+      const pulseDirect = await emit(root, { signal_type: 'pulse', content: 'p direct', to_identity: c1.id });
+      const alertDirect = await emit(root, { signal_type: 'alert', content: 'a direct', to_identity: c1.id });
+      const pulseRing = await emit(root, { signal_type: 'pulse', content: 'p ring', to_ring: 'core' });
+      const alertRing = await emit(root, { signal_type: 'alert', content: 'a ring', to_ring: 'core' });
+      const s1 = await settle([types, rings, both], { signal_type: 'alert', to_ring: 'core' });
+      expectExactlyOnce(types.signalIds().filter((id) => id !== s1), [alertDirect.id, alertRing.id], 'types');
+      expectExactlyOnce(rings.signalIds().filter((id) => id !== s1), [pulseRing.id, alertRing.id], 'rings');
+      expectExactlyOnce(both.signalIds().filter((id) => id !== s1), [alertRing.id], 'both');
+      // filters narrow signal.updated frames too
+      const typesUpdates = types.frames.slice(typesFrom).filter((f) => f.type === 'signal.updated');
+      expect(typesUpdates.length).toBeGreaterThan(0);
+      for (const f of typesUpdates) expect(f.signal.signal_type).toBe('alert');
+
+      expect(await types.ok('subscribe', {})).toEqual({ rings: [], types: [] });
+      const later = await emit(root, { signal_type: 'pulse', content: 'after reset', to_identity: c1.id });
+      await types.waitSignals([later.id]);
+      expect(types.signalIds()).not.toContain(pulseDirect.id);
+
+      expectErrorFrame(await types.op('subscribe', { rings: 'core' }), 'VALIDATION_INVALID_TYPE', expect.any(String), 'rings');
+      expectErrorFrame(await types.op('subscribe', { types: [1] }), 'VALIDATION_INVALID_TYPE', expect.any(String), 'types');
+    });
+
+    it('answers ops with result frames and refusals with error frames carrying the REST codes', async () => {
+      const sb1 = await open(svc, b1);
+      const sb2 = await open(svc, b2);
+      const sc1 = await open(svc, c1);
+
+      const emitted = await sb1.ok('emit', { signal_type: 'pulse', content: 'over the socket', to_identity: c1.id, tags: ['ws'] });
+      expect(emitted).toMatchObject({ signal_type: 'pulse', content: 'over the socket', from_identity: b1.id, to_identity: c1.id, tags: ['ws'], delivery_state: 'pending' });
+      await sc1.waitSignals([emitted.id]);
+      const f = await sb1.op('emit', { signal_type: 'pulse' });
+      expectErrorFrame(f, 'SIGNAL_EMIT_VALIDATION_FAILED', f.id, 'content');
+      expectErrorFrame(await sb1.op('emit', { signal_type: 'pulse', content: 'x', from_identity: b2.id }), 'POLICY_IDENTITY_MISMATCH', expect.any(String));
+      expectErrorFrame(await sb1.op('emit', { signal_type: 'pulse', content: 'x', to_role: 'nobody' }), 'SIGNAL_NOT_FOUND', expect.any(String), 'to_role');
+
+      const task = await emit(root, { signal_type: 'task', content: 'build it', to_role: 'builders' });
+      const claimed = await sb1.ok('claim', { signal_id: task.id });
+      expect(claimed).toMatchObject({ id: task.id, delivery_state: 'leased', claimed_by: b1.id, task_status: 'open' });
+      expect(Date.parse(claimed.claim_expires_at)).toBeGreaterThan(Date.parse(claimed.claimed_at));
+      expectErrorFrame(await sb2.op('claim', { signal_id: task.id }), 'SIGNAL_CLAIM_CONFLICT', expect.any(String));
+      expectErrorFrame(await sb2.op('ack', { signal_id: task.id }), 'SIGNAL_ACK_UNAUTHORIZED', expect.any(String));
+      expect(await sb1.ok('ack', { signal_id: task.id })).toMatchObject({ id: task.id, delivery_state: 'acked', task_status: 'completed' });
+      expectErrorFrame(await sb1.op('claim', { signal_id: task.id }), 'SIGNAL_CLAIM_INVALID_STATUS', expect.any(String));
+      expectErrorFrame(await sb1.op('ack', { signal_id: task.id }), 'SIGNAL_DELIVERY_INVALID_TRANSITION', expect.any(String));
+      expectErrorFrame(await sb1.op('claim', { signal_id: emitted.id }), 'SIGNAL_CLAIM_NOT_TASK', expect.any(String));
+      expectErrorFrame(await sb1.op('claim', { signal_id: UNKNOWN }), 'SIGNAL_NOT_FOUND', expect.any(String));
+      expectErrorFrame(await sb1.op('ack', { signal_id: UNKNOWN }), 'SIGNAL_ACK_NOT_FOUND', expect.any(String));
+      expectErrorFrame(await sb1.op('claim', {}), 'VALIDATION_FIELD_REQUIRED', expect.any(String), 'signal_id');
+      expectErrorFrame(await sb1.op('claim', { signal_id: task.id, lease_ms: 'long' }), 'VALIDATION_INVALID_TYPE', expect.any(String), 'lease_ms');
+
+      // a failed outcome releases the task back to pending for another attempt
+      const retry = await emit(root, { signal_type: 'task', content: 'try again', to_role: 'builders' });
+      await sb2.ok('claim', { signal_id: retry.id });
+      expect(await sb2.ok('ack', { signal_id: retry.id, outcome: 'failed' })).toMatchObject({ delivery_state: 'pending', claimed_by: null, delivery_count: 1 });
+
+      const note = await emit(root, { signal_type: 'pulse', content: 'note for c1', to_identity: c1.id });
+      expect(await sc1.ok('inbox.acknowledge', { signal_id: note.id })).toMatchObject({ signal_id: note.id, identity_id: c1.id, state: 'acknowledged' });
+      expect(await sc1.ok('inbox.resolve', { signal_id: note.id })).toMatchObject({ signal_id: note.id, identity_id: c1.id, state: 'resolved' });
+      expectErrorFrame(await sc1.op('inbox.acknowledge', { signal_id: note.id }), 'SIGNAL_DELIVERY_INVALID_TRANSITION', expect.any(String));
+      expectErrorFrame(await sc1.op('inbox.resolve', { signal_id: UNKNOWN }), 'SIGNAL_NOT_FOUND', expect.any(String));
+
+      expectErrorFrame(await sc1.op('frobnicate'), 'RPC_METHOD_NOT_FOUND', expect.any(String), 'op');
+      // frames that are not JSON objects are refused with a null id, and the socket stays usable
+      for (const raw of ['not json', '[1,2]', '"text"']) {
+        const before = sc1.frames.length;
+        sc1.send(raw);
+        await waitFor(() => sc1.frames.slice(before).some((x) => x.type === 'error'), 5000, `error frame for ${raw}`);
+        expectErrorFrame(sc1.frames.slice(before).find((x) => x.type === 'error')!, 'VALIDATION_INVALID_TYPE', null, 'frame');
+      }
+      expect(await sc1.ok('subscribe', {})).toEqual({ rings: [], types: [] });
+      expect(sc1.closeInfo).toBeUndefined();
+    });
+
+    it('refuses upgrades without a valid key with the 401 JSON error body, and cuts a socket whose key is revoked', async () => {
+      expectError(await refusedUpgrade(svc.url, undefined), 401, 'AUTH_KEY_MISSING');
+      expectError(await refusedUpgrade(svc.url, 'svc_not_a_key'), 401, 'AUTH_KEY_INVALID');
+      expectError(await refusedUpgrade(svc.url, 'svc_not_a_key', { via: 'query' }), 401, 'AUTH_KEY_INVALID');
+      expectError(await refusedUpgrade(svc.url, c1.key, { after: 'yesterday' }), 400, 'VALIDATION_INVALID_TYPE', 'after');
+
+      const made = await root.client.post('/admin/api-keys', { owner: c1.id });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      const key: string = made.body.data.api_key;
+      const live = await PushSocket.open(svc.url, key, { label: 'soon revoked' });
+      sockets.push(live);
+      expect(live.welcome.identity_id).toBe(c1.id);
+      expect((await root.client.post(`/admin/api-keys/${made.body.data.id}/revoke`)).status).toBe(200);
+
+      expectError(await refusedUpgrade(svc.url, key), 401, 'AUTH_KEY_REVOKED');
+      expectError(await refusedUpgrade(svc.url, key, { via: 'query' }), 401, 'AUTH_KEY_REVOKED');
+      // the open socket learns of it on its next op: an error frame, then close 4401
+      live.send(JSON.stringify({ op: 'subscribe', id: 'after-revoke' }));
+      const closed = await live.closed();
+      expect(closed.code).toBe(4401);
+      const err = live.frames.find((f) => f.type === 'error');
+      expect(err?.error?.code, JSON.stringify(live.frames)).toBe('AUTH_KEY_REVOKED');
+    });
+
+    it('sends signal.updated for claim and ack to recipients, the sender and a claimer outside the audience', async () => {
+      const sroot = await open(svc, root);
+      const sb1 = await open(svc, b1);
+      const sb2 = await open(svc, b2);
+      const sc1 = await open(svc, c1);
+      const sout = await open(svc, out);
+      const task = await emit(root, { signal_type: 'task', content: 'role task', to_role: 'builders' });
+      await sb1.waitSignals([task.id]);
+      await sb2.waitSignals([task.id]);
+
+      // out neither fills builders nor is the sender; as claimer it is told about the task from then on
+      expect(await sout.ok('claim', { signal_id: task.id })).toMatchObject({ delivery_state: 'leased', claimed_by: out.id });
+      for (const s of [sroot, sb1, sb2, sout]) await s.waitUpdate(task.id, (x) => x.delivery_state === 'leased' && x.claimed_by === out.id, 'leased');
+      await sout.ok('ack', { signal_id: task.id });
+      for (const s of [sroot, sb1, sb2, sout]) await s.waitUpdate(task.id, (x) => x.delivery_state === 'acked' && x.task_status === 'completed', 'acked');
+      await settle([sroot, sb1, sb2, sc1, sout]);
+      expect(sout.signalIds()).not.toContain(task.id);
+      expect(sroot.signalIds()).not.toContain(task.id);
+      expect(sc1.frames.filter((f) => f.signal?.id === task.id)).toEqual([]);
+      for (const s of [sroot, sb1, sb2, sout]) expectIncreasing(s.pushes(), s.label);
+    });
+
+    it('sends signal.updated when a lease ends (back to pending) and when attempts run out (dead letter)', async () => {
+      const sroot = await open(svc, root);
+      const sb1 = await open(svc, b1);
+      const task = await emit(root, { signal_type: 'task', content: 'will time out', to_identity: b1.id });
+      await sb1.waitSignals([task.id]);
+
+      await sb1.ok('claim', { signal_id: task.id, lease_ms: 200 });
+      const released = await sb1.waitUpdate(task.id, (x) => x.delivery_state === 'pending' && x.delivery_count === 1, 'released to pending');
+      expect(released.signal).toMatchObject({ claimed_by: null, task_status: 'open' });
+      await sroot.waitUpdate(task.id, (x) => x.delivery_state === 'pending' && x.delivery_count === 1, 'released to pending');
+
+      await sb1.ok('claim', { signal_id: task.id, lease_ms: 200 });
+      const dead = await sb1.waitUpdate(task.id, (x) => x.delivery_state === 'dead_letter', 'dead letter');
+      expect(dead.signal.delivery_count).toBe(2);
+      await sroot.waitUpdate(task.id, (x) => x.delivery_state === 'dead_letter', 'dead letter');
+      expectErrorFrame(await sb1.op('claim', { signal_id: task.id }), 'SIGNAL_DEAD_LETTER', expect.any(String));
+      expectErrorFrame(await sb1.op('ack', { signal_id: task.id }), 'SIGNAL_DEAD_LETTER', expect.any(String));
+      expectIncreasing(sb1.pushes(), 'b1');
+    });
+
+    it('marks a pending signal delivered once it is pushed to a recipient socket', async () => {
+      const sc1 = await open(svc, c1);
+      const pushed = await emit(root, { signal_type: 'pulse', content: 'pushed', to_identity: c1.id });
+      const unseen = await emit(root, { signal_type: 'pulse', content: 'nobody listening', to_identity: b2.id });
+      await sc1.waitSignals([pushed.id]);
+      expect(sc1.frames.find((f) => f.type === 'signal' && f.signal.id === pushed.id)!.signal.delivery_state).toBe('pending');
+      await sc1.waitUpdate(pushed.id, (x) => x.delivery_state === 'delivered', 'delivered');
+      const byId = new Map((await listAll(root.client)).map((s) => [s.id, s]));
+      expect(byId.get(pushed.id)?.delivery_state).toBe('delivered');
+      expect(byId.get(unseen.id)?.delivery_state).toBe('pending');
+      const delivered = await root.client.get('/signals/list?delivery_state=delivered&limit=100');
+      expect(delivered.body.data.signals.map((s: any) => s.id)).toContain(pushed.id);
+    });
+  });
+
+  /**
+   * A burst of 500 direct signals; socket A stops processing and closes once it has ~100 (emits are held
+   * back past #300 until it has closed, so it closes while emits are in flight), the burst finishes, then
+   * a new socket resumes from the last cursor A processed.
+   */
+  describe('resume after a disconnect during a burst', () => {
+    const BURST = 500;
+    let svc: Service;
+    let root: Member;
+
+    beforeAll(async () => {
+      svc = await server();
+      root = await bootstrap(svc.url);
+    });
+
+    async function burstWithDisconnect(target: Member): Promise<{ ids: string[]; before: string[]; lastCursor: string; a: PushSocket }> {
+      const a = await open(svc, target, { label: 'A' });
+      let aClosed = false;
+      let emitted = 0;
+      const closing = (async () => {
+        await waitFor(() => a.signalIds().length >= 100, 10_000, 'A to receive 100 signals');
+        a.recording = false;
+        await a.close();
+        aClosed = true;
+      })();
+      const emittedAtClose: number[] = [];
+      void closing.then(() => emittedAtClose.push(emitted));
+      const ids = await pool(BURST, 8, async (i) => {
+        if (i >= 300) await waitFor(() => aClosed, 10_000, 'A to close');
+        const s = await emit(root, { signal_type: 'pulse', content: `burst ${i}`, to_identity: target.id });
+        emitted++;
+        return s.id as string;
+      });
+      await closing;
+      expect(emittedAtClose[0], 'A closed before the burst ended').toBeLessThan(BURST);
+      const before = a.signalIds();
+      expect(before.length).toBeGreaterThanOrEqual(100);
+      expect(before.length).toBeLessThan(BURST);
+      expectIncreasing(a.pushes(), 'A');
+      return { ids, before, lastCursor: a.lastCursor()!, a };
+    }
+
+    it('a resume op replays everything after the cursor exactly once, then live pushes continue', async () => {
+      const target = await join(root.client, 'burst-op');
+      const { ids, before, lastCursor } = await burstWithDisconnect(target);
+
+      // Quiesce first: pushes to A marked signals delivered asynchronously, and a socket that is already
+      // live sees those commits before its resume op is handled. Reading the whole inbox marks every
+      // signal delivered, after which nothing more is committed for them.
+      let page: string | null = null;
+      do {
+        const r: { status: number; body: any } = await target.client.get(`/inbox/identity/${target.id}?limit=100${page ? `&after=${encodeURIComponent(page)}` : ''}`);
+        expect(r.status).toBe(200);
+        page = r.body.data.has_more ? r.body.data.cursor : null;
+      } while (page);
+      // (read by the admin, which marks nothing delivered)
+      await waitFor(async () => (await root.client.get(`/inbox/identity/${target.id}?delivery_state=pending&limit=1`)).body.data.signals.length === 0, 10_000, 'no burst signal left pending');
+
+      const b = await open(svc, target, { label: 'B' });
+      const frame = await b.op('resume', { after: lastCursor }, 20_000);
+      expect(frame.type, JSON.stringify(frame)).toBe('result');
+      expect(frame.data.resumed_from).toBe(lastCursor);
+      const resultAt = b.frames.indexOf(frame);
+      const replayed = b.frames.slice(0, resultAt).filter((f) => f.type === 'signal').map((f) => f.signal.id);
+      expectExactlyOnce([...before, ...replayed], ids, 'A then B');
+      expect(b.frames.slice(resultAt + 1).filter((f) => f.type === 'signal')).toEqual([]);
+      const pushes = b.pushes();
+      expect(BigInt(pushes[0].cursor!)).toBeGreaterThan(BigInt(lastCursor));
+      expectIncreasing(pushes, 'B');
+      expect(BigInt(frame.data.cursor)).toBeGreaterThanOrEqual(BigInt(pushes[pushes.length - 1].cursor!));
+
+      const live = await emit(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
+      await b.waitSignals([live.id]);
+      expectIncreasing(b.pushes(), 'B live');
+      expect(b.signalIds().filter((id) => id === live.id)).toHaveLength(1);
+    });
+
+    it('?after= on the URL replays everything after the cursor exactly once before live pushes', async () => {
+      const target = await join(root.client, 'burst-url');
+      const { ids, before, lastCursor } = await burstWithDisconnect(target);
+      const b = await open(svc, target, { label: 'B', after: lastCursor });
+      const missed = ids.filter((id) => !before.includes(id));
+      await b.waitSignals(missed, 20_000);
+      const live = await emit(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
+      await b.waitSignals([live.id]);
+      expectExactlyOnce([...before, ...b.signalIds()], [...ids, live.id], 'A then B');
+      expect(BigInt(b.pushes()[0].cursor!)).toBeGreaterThan(BigInt(lastCursor));
+      expectIncreasing(b.pushes(), 'B');
+    });
+  });
+
+  describe('a slow consumer', () => {
+    const COUNT = 200;
+    let svc: Service;
+    let root: Member;
+
+    beforeAll(async () => {
+      svc = await server({ PUSH_MAX_BUFFER_BYTES: '65536' });
+      root = await bootstrap(svc.url);
+    });
+
+    it('is cut off with PUSH_CONSUMER_TOO_SLOW and close 4008, and recovers every signal it missed by resuming', async () => {
+      const slow = await join(root.client, 'slow');
+      const s = await open(svc, slow, { label: 'slow' });
+      const sock = (s.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+      sock.pause();
+      const big = 'x'.repeat(40 * 1024);
+      const ids = await pool(COUNT, 4, async (i) => (await emit(root, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: slow.id })).id as string);
+      sock.resume();
+      const closed = await Promise.race([s.closed(), new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`slow socket was not cut off; it has ${s.signalIds().length} of ${COUNT} signals`)), 20_000))]);
+      expect(closed.code).toBe(4008);
+      const got = s.signalIds();
+      expect(got.length).toBeLessThan(COUNT);
+      const err = s.frames[s.frames.length - 1];
+      expect(err.type, JSON.stringify({ ...err, signal: undefined })).toBe('error');
+      expect(err.error?.code).toBe('PUSH_CONSUMER_TOO_SLOW');
+      const lastCursor = s.lastCursor() ?? s.welcome.cursor!;
+      expect(err.error?.details?.cursor).toBe(lastCursor);
+      expectIncreasing(s.pushes(), 'slow');
+
+      // Resume from the last cursor processed. A replay is pushed as fast as the server can write, under the
+      // same buffer limit, so a backlog larger than the limit plus the kernel's socket buffers is cut off
+      // again with 4008; the client resumes again from where that socket got to, making progress each time.
+      const seen = [...got];
+      let cursor = lastCursor;
+      for (let round = 1; ; round++) {
+        expect(round, 'resumes needed to catch up').toBeLessThanOrEqual(20);
+        const r = await open(svc, slow, { label: `resume ${round}`, after: cursor });
+        const complete = () => ids.every((id) => seen.includes(id) || r.signalIds().includes(id));
+        await waitFor(() => r.closeInfo !== undefined || complete(), 20_000, () => `${r.label}: all missed signals or a cut-off (has ${r.signalIds().length})`);
+        const pushes = r.pushes();
+        expectIncreasing(pushes, r.label);
+        if (pushes.length) expect(BigInt(pushes[0].cursor!)).toBeGreaterThan(BigInt(cursor));
+        seen.push(...r.signalIds());
+        if (r.closeInfo === undefined) break;
+        expect(r.closeInfo.code).toBe(4008);
+        const cut = r.frames[r.frames.length - 1];
+        expect(cut.error?.code, JSON.stringify({ ...cut, signal: undefined })).toBe('PUSH_CONSUMER_TOO_SLOW');
+        expect(cut.error?.details?.cursor).toBe(r.lastCursor() ?? cursor);
+        expect(r.signalIds().length, `${r.label} made progress before it was cut off`).toBeGreaterThan(0);
+        cursor = r.lastCursor()!;
+      }
+      expectExactlyOnce(seen, ids, 'slow, then resumed sockets');
+    });
+  });
+});

@@ -1,0 +1,57 @@
+/**
+ * Two service processes on one Redis (same REDIS_PREFIX) are one service: an identity made through one works
+ * on the other, and 20 concurrent claims of one task split across both instances have exactly one winner.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { backendEnv, spawnServer, type BackendEnv, type ChildServer } from '../helpers/server.js';
+import { expectError, findSignal } from '../api/support.js';
+
+describe('two instances on one Redis', () => {
+  let be: BackendEnv;
+  let a: ChildServer | undefined;
+  let b: ChildServer | undefined;
+
+  beforeAll(async () => {
+    be = await backendEnv('redis');
+    const env = await be.env({ TASK_LEASE_MS: '60000' });
+    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+  });
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await be?.stop();
+  });
+
+  it('20 concurrent claims split across both instances: exactly one winner, seen by both', async () => {
+    const root = await bootstrap(a!.url);
+    // the bootstrap is shared: instance b refuses a second bootstrap and accepts a's admin key
+    expectError(await new Client(b!.url).post('/invite/create', { name: 'late-root', type: 'human' }), 401, 'AUTH_KEY_MISSING');
+    const rootOnB = new Client(b!.url, root.key);
+
+    const members: Member[] = await Promise.all(Array.from({ length: 20 }, (_, i) => join(i % 2 ? rootOnB : root.client, `agent-${i}`)));
+    const task = await rootOnB.post('/emit', { signal_type: 'task', content: 'one winner' });
+    expect(task.status).toBe(201);
+    const id = task.body.data.id;
+
+    const clientFor = (m: Member, i: number) => new Client(i % 2 ? a!.url : b!.url, m.key);
+    const results = await Promise.all(members.map((m, i) => clientFor(m, i).post('/claim', { signal_id: id })));
+
+    const winners = results.flatMap((r, i) => (r.status === 200 ? [i] : []));
+    expect(winners, JSON.stringify(results.map((r) => r.status))).toHaveLength(1);
+    for (const [i, r] of results.entries()) if (i !== winners[0]) expectError(r, 409, 'SIGNAL_CLAIM_CONFLICT');
+    const winner = members[winners[0]];
+    expect(results[winners[0]].body.data).toMatchObject({ claimed_by: winner.id, delivery_state: 'leased', delivery_count: 0 });
+
+    const onA = await findSignal(root.client, id);
+    const onB = await findSignal(rootOnB, id);
+    for (const s of [onA, onB]) {
+      expect(s).toMatchObject({ id, claimed_by: winner.id, delivery_state: 'leased', claim_expires_at: results[winners[0]].body.data.claim_expires_at });
+    }
+    // the claim holds on both instances: the winner can renew on either, a loser cannot take it on either
+    expect((await new Client(a!.url, winner.key).post('/claim', { signal_id: id })).status).toBe(200);
+    expect((await new Client(b!.url, winner.key).post('/claim', { signal_id: id })).status).toBe(200);
+    const loser = members[(winners[0] + 1) % 20];
+    expectError(await new Client(a!.url, loser.key).post('/claim', { signal_id: id }), 409, 'SIGNAL_CLAIM_CONFLICT');
+    expectError(await new Client(b!.url, loser.key).post('/claim', { signal_id: id }), 409, 'SIGNAL_CLAIM_CONFLICT');
+  });
+});

@@ -1,0 +1,337 @@
+/**
+ * Real push clients for the realtime tests: a WebSocket client over the `ws` package that collects every
+ * frame and answers ops by id, a refused-upgrade probe, an SSE client over the `eventsource` package, and
+ * bounded waiting. Nothing here retries an assertion: a wait either sees its condition or fails naming it.
+ */
+import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
+import { EventSource } from 'eventsource';
+import { expect } from 'vitest';
+import WebSocket from 'ws';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `predicate` until it holds, for at most `ms`; fails with `what` (and its current description). */
+export async function waitFor(predicate: () => boolean | Promise<boolean>, ms = 5000, what: string | (() => string) = 'condition'): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await predicate()) return;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`);
+    await sleep(10);
+  }
+}
+
+export const wsUrl = (httpUrl: string) => httpUrl.replace(/^http/, 'ws') + '/ws';
+
+export interface Frame {
+  type: string;
+  id?: unknown;
+  identity_id?: string;
+  signal?: any;
+  cursor?: string;
+  data?: any;
+  error?: { code: string; message: string; request_id: string; details: any; docs_url: string };
+}
+
+export interface OpenOptions {
+  /** resume cursor on the URL */
+  after?: string;
+  /** how the key travels: the Authorization header (default) or the token query parameter */
+  via?: 'header' | 'query';
+  /** a name for failure messages */
+  label?: string;
+}
+
+let opCounter = 0;
+
+/** One WebSocket connection to /ws; every frame it receives lands in `frames`, in arrival order. */
+export class PushSocket {
+  readonly frames: Frame[] = [];
+  closeInfo: { code: number; reason: string } | undefined;
+  /** set to stop recording frames (what a client that stopped processing would have seen) */
+  recording = true;
+  private closedP: Promise<{ code: number; reason: string }>;
+
+  private constructor(
+    readonly ws: WebSocket,
+    readonly label: string,
+  ) {
+    ws.on('message', (data) => {
+      if (!this.recording) return;
+      this.frames.push(JSON.parse(data.toString()));
+    });
+    this.closedP = new Promise((resolve) =>
+      ws.on('close', (code, reason) => {
+        this.closeInfo = { code, reason: reason.toString() };
+        resolve(this.closeInfo);
+      }),
+    );
+  }
+
+  /** Connects and waits for the welcome frame. */
+  static async open(httpUrl: string, key: string, opts: OpenOptions = {}): Promise<PushSocket> {
+    const q = new URLSearchParams();
+    if (opts.via === 'query') q.set('token', key);
+    if (opts.after !== undefined) q.set('after', opts.after);
+    const qs = q.toString();
+    const ws = new WebSocket(wsUrl(httpUrl) + (qs ? `?${qs}` : ''), opts.via === 'query' ? {} : { headers: { authorization: `Bearer ${key}` } });
+    const s = new PushSocket(ws, opts.label ?? 'socket');
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`${s.label}: upgrade refused with ${res.statusCode}`)));
+    });
+    await waitFor(() => s.frames.some((f) => f.type === 'welcome'), 5000, `${s.label}: welcome frame`);
+    return s;
+  }
+
+  get welcome(): Frame {
+    return this.frames.find((f) => f.type === 'welcome')!;
+  }
+
+  /** push frames (signal and signal.updated), in arrival order */
+  pushes(): Frame[] {
+    return this.frames.filter((f) => f.type === 'signal' || f.type === 'signal.updated');
+  }
+
+  /** ids of the new-signal pushes, in arrival order */
+  signalIds(): string[] {
+    return this.frames.filter((f) => f.type === 'signal').map((f) => f.signal.id);
+  }
+
+  updates(signalId?: string): Frame[] {
+    return this.frames.filter((f) => f.type === 'signal.updated' && (signalId === undefined || f.signal.id === signalId));
+  }
+
+  lastCursor(): string | undefined {
+    const p = this.pushes();
+    return p.length ? p[p.length - 1].cursor : undefined;
+  }
+
+  send(raw: string): void {
+    this.ws.send(raw);
+  }
+
+  /** Sends `{op, id, ...fields}` and waits for the result or error frame carrying that id. */
+  async op(op: unknown, fields: Record<string, unknown> = {}, ms = 5000): Promise<Frame> {
+    const id = `op-${++opCounter}`;
+    this.ws.send(JSON.stringify({ op, id, ...fields }));
+    let answer: Frame | undefined;
+    await waitFor(
+      () => (answer = this.frames.find((f) => (f.type === 'result' || f.type === 'error') && f.id === id)) !== undefined,
+      ms,
+      `${this.label}: answer to op ${JSON.stringify(op)} (${id})`,
+    );
+    return answer!;
+  }
+
+  /** `op` that must succeed: returns its data. */
+  async ok(op: string, fields: Record<string, unknown> = {}): Promise<any> {
+    const f = await this.op(op, fields);
+    expect(f.type, `${this.label} ${op}: ${JSON.stringify(f)}`).toBe('result');
+    return f.data;
+  }
+
+  /** Waits until the socket has received a `signal` frame for every id. */
+  async waitSignals(ids: string[], ms = 5000): Promise<void> {
+    await waitFor(
+      () => {
+        const got = new Set(this.signalIds());
+        return ids.every((id) => got.has(id));
+      },
+      ms,
+      () => `${this.label}: signal frames for ${ids.length} ids, have ${this.signalIds().length} (missing ${ids.filter((id) => !this.signalIds().includes(id)).length})`,
+    );
+  }
+
+  async waitUpdate(signalId: string, match: (signal: any) => boolean, what: string, ms = 5000): Promise<Frame> {
+    let hit: Frame | undefined;
+    await waitFor(() => (hit = this.updates(signalId).find((f) => match(f.signal))) !== undefined, ms, () => `${this.label}: signal.updated ${what} for ${signalId}; updates seen: ${JSON.stringify(this.updates(signalId).map((f) => f.signal.delivery_state))}`);
+    return hit!;
+  }
+
+  closed(): Promise<{ code: number; reason: string }> {
+    return this.closedP;
+  }
+
+  async close(): Promise<void> {
+    if (this.ws.readyState === WebSocket.CLOSED) return;
+    this.ws.close();
+    await this.closedP;
+  }
+}
+
+/** Opens a socket that must be refused: the HTTP status and the JSON body sent instead of the upgrade. */
+export async function refusedUpgrade(httpUrl: string, key: string | undefined, opts: { via?: 'header' | 'query'; after?: string } = {}): Promise<{ status: number; body: any }> {
+  const q = new URLSearchParams();
+  if (key !== undefined && opts.via === 'query') q.set('token', key);
+  if (opts.after !== undefined) q.set('after', opts.after);
+  const qs = q.toString();
+  const headers: Record<string, string> = key !== undefined && opts.via !== 'query' ? { authorization: `Bearer ${key}` } : {};
+  const ws = new WebSocket(wsUrl(httpUrl) + (qs ? `?${qs}` : ''), { headers });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => {
+      ws.terminate();
+      reject(new Error('the upgrade was accepted; expected a refusal'));
+    });
+    ws.once('error', (e) => reject(e));
+    ws.once('unexpected-response', (_req, res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (text += d));
+      res.on('end', () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) });
+        } catch {
+          reject(new Error(`refusal body is not JSON: ${text}`));
+        }
+      });
+    });
+  });
+}
+
+/** Cursors are decimal strings; asserts each push cursor is greater than the one before. */
+export function expectIncreasing(frames: Frame[], label: string): void {
+  for (let i = 1; i < frames.length; i++) {
+    const a = BigInt(frames[i - 1].cursor!);
+    const b = BigInt(frames[i].cursor!);
+    if (!(b > a)) throw new Error(`${label}: cursor ${frames[i].cursor} (frame ${i}) does not follow ${frames[i - 1].cursor}`);
+  }
+}
+
+/** Asserts the ids are exactly `expected` (as a set) with no id twice. */
+export function expectExactlyOnce(ids: string[], expected: string[], label: string): void {
+  const seen = new Map<string, number>();
+  for (const id of ids) seen.set(id, (seen.get(id) ?? 0) + 1);
+  const dups = [...seen].filter(([, n]) => n > 1).map(([id, n]) => `${id}×${n}`);
+  expect(dups, `${label}: duplicates`).toEqual([]);
+  const missing = expected.filter((id) => !seen.has(id));
+  expect(missing, `${label}: missing ${missing.length} of ${expected.length}`).toEqual([]);
+  const extra = ids.filter((id) => !expected.includes(id));
+  expect(extra, `${label}: unexpected`).toEqual([]);
+}
+
+export interface SseEvent {
+  type: string;
+  id: string;
+  signal: any;
+}
+
+/** An EventSource on /signals/stream collecting `signal` and `signal.updated` events. */
+export class SseStream {
+  readonly events: SseEvent[] = [];
+  errors = 0;
+  opens = 0;
+
+  private constructor(
+    readonly es: EventSource,
+    readonly label: string,
+  ) {
+    for (const type of ['signal', 'signal.updated']) {
+      es.addEventListener(type, (ev: MessageEvent) => this.events.push({ type, id: ev.lastEventId, signal: JSON.parse(ev.data) }));
+    }
+    es.addEventListener('error', () => this.errors++);
+    es.addEventListener('open', () => this.opens++);
+  }
+
+  static async open(httpUrl: string, params: Record<string, string>, label = 'stream'): Promise<SseStream> {
+    const es = new EventSource(`${httpUrl}/signals/stream?${new URLSearchParams(params)}`);
+    const s = new SseStream(es, label);
+    await waitFor(() => s.opens > 0 || es.readyState === EventSource.CLOSED, 5000, `${label}: stream open`);
+    if (s.opens === 0) throw new Error(`${label}: stream did not open`);
+    return s;
+  }
+
+  signalIds(): string[] {
+    return this.events.filter((e) => e.type === 'signal').map((e) => e.signal.id);
+  }
+
+  async waitSignals(ids: string[], ms = 5000): Promise<void> {
+    await waitFor(
+      () => {
+        const got = new Set(this.signalIds());
+        return ids.every((id) => got.has(id));
+      },
+      ms,
+      () => `${this.label}: events for ${ids.length} signals, have ${this.signalIds().length}`,
+    );
+  }
+
+  close(): void {
+    this.es.close();
+  }
+}
+
+/** Runs `n` tasks with at most `width` in flight. */
+export async function pool<T>(n: number, width: number, task: (i: number) => Promise<T>): Promise<T[]> {
+  const out: T[] = new Array(n);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, n) }, async () => {
+      while (next < n) {
+        const i = next++;
+        out[i] = await task(i);
+      }
+    }),
+  );
+  return out;
+}
+
+/**
+ * A plain TCP relay in front of a server: `cut()` drops every relayed connection and holds new ones
+ * unanswered until `release()`, so a client sees a real network disconnect and a reconnect that only
+ * gets through when the test says so.
+ */
+export class Relay {
+  private sockets = new Set<Socket>();
+  private held: Socket[] = [];
+  private holding = false;
+
+  private constructor(
+    private server: Server,
+    private targetPort: number,
+  ) {
+    server.on('connection', (c) => (this.holding ? (c.pause(), this.held.push(c), this.sockets.add(c)) : this.pipe(c)));
+  }
+
+  static async start(targetPort: number): Promise<Relay> {
+    const server = createServer();
+    const relay = new Relay(server, targetPort);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return relay;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  private pipe(c: Socket): void {
+    const up = connect(this.targetPort, '127.0.0.1');
+    for (const [a, b] of [[c, up], [up, c]] as const) {
+      this.sockets.add(a);
+      a.on('error', () => b.destroy());
+      a.on('close', () => {
+        this.sockets.delete(a);
+        b.destroy();
+      });
+    }
+    c.pipe(up);
+    up.pipe(c);
+  }
+
+  cut(): void {
+    this.holding = true;
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+  }
+
+  release(): void {
+    this.holding = false;
+    for (const c of this.held.splice(0)) this.pipe(c);
+  }
+
+  async stop(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    for (const c of this.held) c.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
