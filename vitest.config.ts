@@ -6,5 +6,6 @@ export default defineConfig({
     testTimeout: 30000,
     hookTimeout: 30000,
     pool: 'forks',
+    reporters: ['default', './test/summary-reporter.ts'],
   },
 });
