@@ -4,6 +4,7 @@
  * snooze ends by a durable timer derived by `receiptTimers`.
  */
 import { assign, setup } from 'xstate';
+import { refuse, refuseAction } from './refuse.js';
 
 export type ReceiptState = 'unread' | 'acknowledged' | 'resolved' | 'snoozed';
 
@@ -27,10 +28,13 @@ export type ReceiptEvent =
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/** A snooze must end in the future. */
+const snooze = [{ guard: 'untilInFuture' as const, target: 'snoozed', actions: 'snooze' as const }, { actions: refuse('VALIDATION_INVALID_TYPE') }];
+
 export const receiptMachine = setup({
   types: { context: {} as ReceiptContext, events: {} as ReceiptEvent },
   actions: {
-    refuse: (_, _params: { code: string }) => {},
+    refuse: refuseAction,
     acknowledge: assign(({ event }) => ({ acknowledged_at: iso(event.now), resume_state: 'acknowledged' as const, snoozed_until: null, updated_at: iso(event.now) })),
     resolve: assign(({ event }) => ({ resolved_at: iso(event.now), snoozed_until: null, updated_at: iso(event.now) })),
     snooze: assign(({ event }) => ({ snoozed_until: iso((event as Extract<ReceiptEvent, { type: 'SNOOZE' }>).until), updated_at: iso(event.now) })),
@@ -50,20 +54,20 @@ export const receiptMachine = setup({
       on: {
         ACKNOWLEDGE: { target: 'acknowledged', actions: 'acknowledge' },
         RESOLVE: { target: 'resolved', actions: 'resolve' },
-        SNOOZE: [{ guard: 'untilInFuture', target: 'snoozed', actions: 'snooze' }, { actions: { type: 'refuse', params: { code: 'VALIDATION_INVALID_TYPE' } } }],
+        SNOOZE: snooze,
       },
     },
     acknowledged: {
       on: {
         RESOLVE: { target: 'resolved', actions: 'resolve' },
-        SNOOZE: [{ guard: 'untilInFuture', target: 'snoozed', actions: 'snooze' }, { actions: { type: 'refuse', params: { code: 'VALIDATION_INVALID_TYPE' } } }],
+        SNOOZE: snooze,
       },
     },
     snoozed: {
       on: {
         ACKNOWLEDGE: { target: 'acknowledged', actions: 'acknowledge' },
         RESOLVE: { target: 'resolved', actions: 'resolve' },
-        SNOOZE: [{ guard: 'untilInFuture', target: 'snoozed', actions: 'snooze' }, { actions: { type: 'refuse', params: { code: 'VALIDATION_INVALID_TYPE' } } }],
+        SNOOZE: snooze,
         UNSNOOZE: 'waking',
         SNOOZE_ENDED: [{ guard: 'snoozeOver', target: 'waking' }],
       },

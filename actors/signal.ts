@@ -5,6 +5,7 @@
  * `signalTimers`, never XState `after` delays (those are not in a persisted snapshot).
  */
 import { assign, raise, setup } from 'xstate';
+import { refuse, refuseAction } from './refuse.js';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
@@ -52,10 +53,23 @@ export type SignalEvent =
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
 
+/** A claim of a pending or delivered signal. */
+const claimOpen = [
+  { guard: 'notTask' as const, actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
+  { guard: 'notOpen' as const, actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
+  { target: 'leased', actions: 'lease' as const },
+];
+
+/** An ack of a signal nobody holds a lease on: a task must be claimed first. */
+const ackUnleased = [
+  { guard: 'isTask' as const, actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+  { target: 'acked', actions: 'stamp' as const },
+];
+
 export const signalMachine = setup({
   types: { context: {} as SignalContext, events: {} as SignalEvent },
   actions: {
-    refuse: (_, _params: { code: string }) => {},
+    refuse: refuseAction,
     stamp: assign({ updated_at: ({ event }) => iso(event.now) }),
     lease: assign(({ event }) => {
       const e = event as Extract<SignalEvent, { type: 'CLAIM' }>;
@@ -93,28 +107,14 @@ export const signalMachine = setup({
     pending: {
       on: {
         DELIVER: { target: 'delivered', actions: 'stamp' },
-        CLAIM: [
-          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
-          { guard: 'notOpen', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
-          { target: 'leased', actions: 'lease' },
-        ],
-        ACK: [
-          { guard: 'isTask', actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
-          { target: 'acked', actions: 'stamp' },
-        ],
+        CLAIM: claimOpen,
+        ACK: ackUnleased,
       },
     },
     delivered: {
       on: {
-        CLAIM: [
-          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
-          { guard: 'notOpen', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
-          { target: 'leased', actions: 'lease' },
-        ],
-        ACK: [
-          { guard: 'isTask', actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
-          { target: 'acked', actions: 'stamp' },
-        ],
+        CLAIM: claimOpen,
+        ACK: ackUnleased,
       },
     },
     leased: {
@@ -123,11 +123,11 @@ export const signalMachine = setup({
         CLAIM: [
           { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
           { guard: 'byClaimer', target: 'leased', reenter: true, actions: 'renew' },
-          { actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_CONFLICT' } } },
+          { actions: refuse('SIGNAL_CLAIM_CONFLICT') },
         ],
         ACK: [
           { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
-          { guard: 'notByClaimer', actions: { type: 'refuse', params: { code: 'SIGNAL_ACK_UNAUTHORIZED' } } },
+          { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
           { guard: { type: 'failedOutcome' }, target: 'released' },
           { target: 'acked', actions: 'complete' },
         ],
@@ -143,17 +143,17 @@ export const signalMachine = setup({
     },
     acked: {
       on: {
-        ACK: { actions: { type: 'refuse', params: { code: 'SIGNAL_DELIVERY_INVALID_TRANSITION' } } },
+        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
         CLAIM: [
-          { guard: 'notTask', actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_NOT_TASK' } } },
-          { actions: { type: 'refuse', params: { code: 'SIGNAL_CLAIM_INVALID_STATUS' } } },
+          { guard: 'notTask', actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
+          { actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
         ],
       },
     },
     dead_letter: {
       on: {
-        ACK: { actions: { type: 'refuse', params: { code: 'SIGNAL_DEAD_LETTER' } } },
-        CLAIM: { actions: { type: 'refuse', params: { code: 'SIGNAL_DEAD_LETTER' } } },
+        ACK: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
       },
     },
   },
