@@ -1,10 +1,11 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { compile } from '../http/validate.js';
+import { IDENTITY_TYPES } from '../identity/invites.js';
 import type { Principal } from '../identity/model.js';
 import type { Services } from './services.js';
 
-const IdentityType = Type.Union([Type.Literal('human'), Type.Literal('agent')]);
+const IdentityType = Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
 const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()) }));

@@ -3,7 +3,7 @@
  * schemas and handler; this file turns requests into handler calls and results into the one envelope.
  */
 import type { TemplatedApp } from 'uWebSockets.js';
-import { AppError, catalogue, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
@@ -134,4 +134,3 @@ function parseJson(raw: Buffer | undefined): unknown {
   return v;
 }
 
-export const errorCodes = Object.keys(catalogue) as ErrorCode[];

@@ -3,7 +3,7 @@
  * fresh (written at most every TOUCH_EVERY_MS per identity and process; open connections are re-touched on
  * the same beat), so "active" needs no cross-instance connection counting.
  */
-import { iso, now } from '../clock.js';
+import { now } from '../clock.js';
 import { indexes, keys, type Identity } from '../identity/model.js';
 import type { Store } from '../store/port.js';
 
@@ -64,12 +64,6 @@ export class Presence {
       out[livenessOf(seen[i], t)]++;
     });
     return out;
-  }
-
-  /** An identity as shown, with last_seen from presence. */
-  async withLastSeen(identity: Identity): Promise<Identity> {
-    const [at] = await this.lastSeen([identity.id]);
-    return at !== undefined ? { ...identity, last_seen: iso(at) } : identity;
   }
 
   stop(): void {

@@ -9,6 +9,7 @@ export const SIGNAL_LOG = 'signals';
 export const inboxMember = (c: Pick<SignalContext, 'urgency' | 'id'>) => String(Math.round(c.urgency * 1000)).padStart(4, '0') + c.id;
 export const idOfInboxMember = (m: string) => m.slice(4);
 export const threadMember = (c: Pick<SignalContext, 'sequence' | 'id'>) => String(c.sequence).padStart(10, '0') + c.id;
+export const idOfThreadMember = (m: string) => m.slice(10);
 
 export const signalIndexes = {
   all: 'signals',

@@ -3,14 +3,14 @@ import { encodeTime } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
-import { iso, now } from '../clock.js';
+import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import { keys as identityKeys, type Principal } from '../identity/model.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { SIGNAL, signalIndexes, signalView, threadMember, type Signal } from './kind.js';
+import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 
@@ -138,12 +138,6 @@ export class Signals {
     return r.value;
   }
 
-  async get(p: Principal, id: string): Promise<Signal> {
-    const r = await this.load(id);
-    assertInScope(p.key, r.context);
-    return signalView(r);
-  }
-
   async claim(p: Principal, signalId: string, leaseMs?: number): Promise<Signal> {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId)).context);
@@ -154,7 +148,7 @@ export class Signals {
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, now: now() }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
     return signalView(c!.record);
   }
 
@@ -178,7 +172,7 @@ export class Signals {
     const r = await this.load(id);
     assertInScope(p.key, r.context);
     const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { limit: 10_000 });
-    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map((m) => m.slice(10)));
+    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map(idOfThreadMember));
     return recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
   }
 
