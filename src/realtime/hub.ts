@@ -9,6 +9,8 @@ import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
 import type { LogEntry, Store } from '../store/port.js';
 
 const REPLAY_PAGE = 500;
+/** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
+const CATCH_UP_MS = 1000;
 
 export interface Subscriber {
   /** the last sequence this subscriber has passed (delivered or filtered out) */
@@ -33,6 +35,7 @@ export class Hub {
   private lastSeq = 0;
   private chain: Promise<void> = Promise.resolve();
   private unsubscribe: (() => Promise<void>) | undefined;
+  private catchUp: NodeJS.Timeout | undefined;
 
   constructor(
     private store: Store,
@@ -42,6 +45,19 @@ export class Hub {
   async start(): Promise<void> {
     this.unsubscribe = await this.store.subscribe<JournalEntry>(SIGNAL_LOG, (e) => this.enqueue(e));
     this.lastSeq = await this.store.lastSeq(SIGNAL_LOG);
+    this.catchUp = setInterval(() => {
+      this.chain = this.chain.then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
+    }, CATCH_UP_MS);
+    this.catchUp.unref();
+  }
+
+  /** Processes whatever the stored journal has beyond this hub's position. */
+  private async fill(): Promise<void> {
+    for (;;) {
+      const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, this.lastSeq, REPLAY_PAGE);
+      for (const e of page) this.fanOut(e);
+      if (page.length < REPLAY_PAGE) return;
+    }
   }
 
   get cursor(): number {
@@ -54,10 +70,7 @@ export class Hub {
 
   private async take(e: LogEntry<JournalEntry>): Promise<void> {
     if (e.seq <= this.lastSeq) return;
-    if (e.seq > this.lastSeq + 1) {
-      const missing = await this.store.readLog<JournalEntry>(SIGNAL_LOG, this.lastSeq, e.seq - this.lastSeq - 1);
-      for (const m of missing) if (m.seq < e.seq) this.fanOut(m);
-    }
+    if (e.seq > this.lastSeq + 1) await this.fill();
     this.fanOut(e);
   }
 
@@ -128,6 +141,7 @@ export class Hub {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.catchUp);
     await this.unsubscribe?.();
     this.slots.clear();
     this.bySub.clear();
