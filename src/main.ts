@@ -12,6 +12,8 @@ try {
   throw e;
 }
 const service = await startService(config);
+// A rejection nobody handled is a bug to log, not a reason to drop every connection of the process.
+process.on('unhandledRejection', (err) => service.log.error({ err }, 'unhandled rejection'));
 let closing = false;
 const shutdown = async () => {
   if (closing) return;

@@ -74,12 +74,17 @@ export class FrontEnd<P> {
     this.app[r.method](r.path, (res, req: HttpRequest) => {
       const x = exchange(res);
       const rid = requestId();
-      const params: Record<string, string> = {};
-      names.forEach((n, i) => (params[n] = decodeURIComponent(req.getParameter(i) ?? '')));
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
       const body = hasBody ? readBody(x, this.opts.bodyLimit) : Promise.resolve(undefined);
+      let params: Record<string, string>;
+      try {
+        params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
+      } catch (e) {
+        // an exception escaping a uWS handler ends the process: answer it here
+        return this.fail(x, rid, e);
+      }
       void this.run(x, rid, r, params, headers, rawQuery, body);
     });
   }
@@ -119,6 +124,14 @@ export class FrontEnd<P> {
     if (this.listenSocket) uws.us_listen_socket_close(this.listenSocket as never);
     this.listenSocket = undefined;
     (this.app as unknown as { close?: () => void }).close?.();
+  }
+}
+
+function decodePathParam(name: string, raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw new AppError('VALIDATION_INVALID_TYPE', `Path parameter ${name} is not valid percent-encoding`, { field: name, reason: 'encoding' });
   }
 }
 

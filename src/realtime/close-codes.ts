@@ -4,4 +4,6 @@ export const CLOSE = {
   unauthorized: 4401,
   /** the consumer fell behind the per-socket buffer limit; resume from the last cursor */
   slowConsumer: 4008,
+  /** the backend failed during a replay; reconnect and resume */
+  internal: 1011,
 } as const;

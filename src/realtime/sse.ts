@@ -106,7 +106,7 @@ class Stream implements Subscriber {
     for (const f of w) f();
   }
 
-  private end(): void {
+  end(): void {
     if (this.done) return;
     if (!this.x.aborted) {
       this.x.aborted = true;
@@ -131,6 +131,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
     const q = new URLSearchParams(req.getQuery() ?? '');
     const lastEventId = req.getHeader('last-event-id') || q.get('last_event_id') || undefined;
     const rid = requestId();
+    let stream: Stream | undefined;
     void (async () => {
       try {
         const token = q.get('token');
@@ -140,9 +141,14 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
         const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: list(q.get('ring')), types: list(q.get('type')) });
-        await rt.hub.attach(new Stream(x, rt, principal, audience, rid), after);
+        stream = new Stream(x, rt, principal, audience, rid);
+        await rt.hub.attach(stream, after);
       } catch (e) {
-        fail(x, rid, e);
+        // once the stream has started, an error can only end it; EventSource reconnects and resumes
+        if (stream) {
+          rt.log.warn({ err: e }, 'sse replay failed');
+          stream.end();
+        } else fail(x, rid, e);
       }
     })();
   });

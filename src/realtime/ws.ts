@@ -215,7 +215,10 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       d.conn = conn;
       rt.presence.connected(d.principal.identity.id);
       conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });
-      void rt.hub.attach(conn, d.after);
+      rt.hub.attach(conn, d.after).catch((err) => {
+        rt.log.warn({ err }, 'websocket replay failed');
+        conn.fatal(CLOSE.internal, new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor'));
+      });
     },
     drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {
