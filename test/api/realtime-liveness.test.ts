@@ -4,17 +4,15 @@
  * never showed up is disconnected; delivery-state counts in both follow emitted, pushed, claimed, acked
  * and dead-lettered signals; /admin/health-metrics is admin-only.
  */
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, waitFor } from '../helpers/push.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk } from './support.js';
 
 describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
-  let be: BackendEnv;
-  let dir: string | undefined;
+  const servers = serversOn(backend);
   let svc: Service;
   let root: Member;
   /** makes REST requests */
@@ -25,28 +23,11 @@ describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
   let absent: Member;
   const sockets: PushSocket[] = [];
 
-  const overview = async () => {
-    const r = await root.client.get('/stats/overview');
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body.data;
-  };
-  const metrics = async () => {
-    const r = await root.client.get('/admin/health-metrics');
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body.data;
-  };
-
-  async function emit(m: Member, body: Record<string, unknown>): Promise<any> {
-    const r = await m.client.post('/emit', body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  }
+  const overview = async () => expectOk(await root.client.get('/stats/overview'));
+  const metrics = async () => expectOk(await root.client.get('/admin/health-metrics'));
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    const env = await be.env({ MAX_DELIVERY_ATTEMPTS: '1' });
-    dir = env.DATA_DIR;
-    svc = await startServer(env);
+    svc = await servers.start({ MAX_DELIVERY_ATTEMPTS: '1' });
     root = await bootstrap(svc.url);
     talker = await join(root.client, 'talker');
     listener = await join(root.client, 'listener');
@@ -54,9 +35,6 @@ describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
   });
   afterAll(async () => {
     await Promise.all(sockets.map((s) => s.close()));
-    await svc?.close();
-    await be?.stop();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('counts agents active after a request or an open socket, and disconnected when never seen', async () => {
@@ -87,18 +65,18 @@ describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
     const s = await PushSocket.open(svc.url, listener.key, { label: 'listener' });
     sockets.push(s);
 
-    const pending = await emit(root, { signal_type: 'task', content: 'nobody looks', to_identity: absent.id });
-    const pushed = await emit(root, { signal_type: 'pulse', content: 'pushed to a socket', to_identity: listener.id });
+    const pending = await emitOk(root, { signal_type: 'task', content: 'nobody looks', to_identity: absent.id });
+    const pushed = await emitOk(root, { signal_type: 'pulse', content: 'pushed to a socket', to_identity: listener.id });
     await s.waitUpdate(pushed.id, (x) => x.delivery_state === 'delivered', 'delivered');
-    const leased = await emit(root, { signal_type: 'task', content: 'claimed', to_identity: absent.id });
+    const leased = await emitOk(root, { signal_type: 'task', content: 'claimed', to_identity: absent.id });
     expect((await talker.client.post('/claim', { signal_id: leased.id })).status).toBe(200);
-    const done = await emit(root, { signal_type: 'task', content: 'claimed and acked', to_identity: absent.id });
+    const done = await emitOk(root, { signal_type: 'task', content: 'claimed and acked', to_identity: absent.id });
     expect((await talker.client.post('/claim', { signal_id: done.id })).status).toBe(200);
     expect((await talker.client.post('/ack', { signal_id: done.id })).body.data.delivery_state).toBe('acked');
-    const note = await emit(root, { signal_type: 'pulse', content: 'acked without a claim', to_identity: talker.id });
+    const note = await emitOk(root, { signal_type: 'pulse', content: 'acked without a claim', to_identity: talker.id });
     expect((await talker.client.post('/ack', { signal_id: note.id })).body.data.delivery_state).toBe('acked');
     // one attempt allowed: a failed outcome dead-letters the task
-    const dead = await emit(root, { signal_type: 'task', content: 'fails', to_identity: absent.id });
+    const dead = await emitOk(root, { signal_type: 'task', content: 'fails', to_identity: absent.id });
     expect((await talker.client.post('/claim', { signal_id: dead.id })).status).toBe(200);
     expect((await talker.client.post('/ack', { signal_id: dead.id, outcome: 'failed' })).body.data.delivery_state).toBe('dead_letter');
     expect(pending.delivery_state).toBe('pending');

@@ -5,14 +5,13 @@
  * Last-Event-ID after a dropped connection, auth errors answered as JSON before the stream starts, and the
  * heartbeat comment.
  */
-import { rm } from 'node:fs/promises';
 import { EventSource } from 'eventsource';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, pool, Relay, SseStream, waitFor } from '../helpers/push.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError } from './support.js';
 
 /** SSE ids are the journal cursors: decimal strings, increasing along the stream. */
 function expectIncreasingIds(ids: string[], label: string): void {
@@ -30,9 +29,7 @@ async function fetchJson(url: string, headers: Record<string, string> = {}): Pro
 }
 
 describe.each(BACKENDS)('SSE stream on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-  const services: Service[] = [];
+  const servers = serversOn(backend);
   let streams: SseStream[] = [];
   let svc: Service;
   let root: Member;
@@ -43,36 +40,21 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
   /** member of ring edge */
   let e1: Member;
 
-  async function server(extra: Record<string, string> = {}): Promise<Service> {
-    const env = await be.env(extra);
-    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-    const s = await startServer(env);
-    services.push(s);
-    return s;
-  }
-
   async function stream(url: string, params: Record<string, string>, label: string): Promise<SseStream> {
     const s = await SseStream.open(url, params, label);
     streams.push(s);
     return s;
   }
 
-  async function emit(m: Member, body: Record<string, unknown>): Promise<any> {
-    const r = await m.client.post('/emit', body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  }
-
   /** A broadcast sentinel every unfiltered stream receives; events follow commit order, so once a stream has it, it has been offered everything before it. */
   async function settle(ss: SseStream[], body: Record<string, unknown> = {}): Promise<string> {
-    const s = await emit(root, { signal_type: 'pulse', content: 'sentinel', ...body });
+    const s = await emitOk(root, { signal_type: 'pulse', content: 'sentinel', ...body });
     for (const x of ss) await x.waitSignals([s.id]);
     return s.id;
   }
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    svc = await server({ SSE_HEARTBEAT_MS: '100' });
+    svc = await servers.start({ SSE_HEARTBEAT_MS: '100' });
     root = await bootstrap(svc.url);
     b1 = await join(root.client, 'b1');
     c1 = await join(root.client, 'c1');
@@ -87,20 +69,17 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     for (const s of streams) s.close();
     streams = [];
   });
-  afterAll(async () => {
+  afterAll(() => {
     for (const s of streams) s.close();
-    await Promise.all(services.map((s) => s.close()));
-    await be?.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
   });
 
   it('an admin stream sees every signal, with the Signal as data and the cursor as id', async () => {
     const admin = await stream(svc.url, { token: root.key }, 'admin');
     const sent = [
-      await emit(b1, { signal_type: 'pulse', content: 'b1 to c1', to_identity: c1.id }),
-      await emit(c1, { signal_type: 'alert', content: 'c1 to builders', to_role: 'builders' }),
-      await emit(e1, { signal_type: 'sense', content: 'e1 to edge', to_ring: 'edge' }),
-      await emit(b1, { signal_type: 'task', content: 'b1 to everyone' }),
+      await emitOk(b1, { signal_type: 'pulse', content: 'b1 to c1', to_identity: c1.id }),
+      await emitOk(c1, { signal_type: 'alert', content: 'c1 to builders', to_role: 'builders' }),
+      await emitOk(e1, { signal_type: 'sense', content: 'e1 to edge', to_ring: 'edge' }),
+      await emitOk(b1, { signal_type: 'task', content: 'b1 to everyone' }),
     ];
     const s = await settle([admin]);
     expectExactlyOnce(admin.signalIds(), [...sent.map((x) => x.id), s], 'admin');
@@ -111,12 +90,12 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
 
   it("a non-admin stream sees only what lands in its identity's inboxes, narrowed by its key's scopes", async () => {
     const mine = await stream(svc.url, { token: c1.key }, 'c1');
-    const direct = await emit(b1, { signal_type: 'pulse', content: 'to c1', to_identity: c1.id });
-    await emit(b1, { signal_type: 'pulse', content: 'to e1', to_identity: e1.id });
-    await emit(root, { signal_type: 'alert', content: 'to builders', to_role: 'builders' });
-    const ring = await emit(root, { signal_type: 'alert', content: 'to core', to_ring: 'core' });
-    await emit(root, { signal_type: 'alert', content: 'to edge', to_ring: 'edge' });
-    const all = await emit(e1, { signal_type: 'query', content: 'anyone?' });
+    const direct = await emitOk(b1, { signal_type: 'pulse', content: 'to c1', to_identity: c1.id });
+    await emitOk(b1, { signal_type: 'pulse', content: 'to e1', to_identity: e1.id });
+    await emitOk(root, { signal_type: 'alert', content: 'to builders', to_role: 'builders' });
+    const ring = await emitOk(root, { signal_type: 'alert', content: 'to core', to_ring: 'core' });
+    await emitOk(root, { signal_type: 'alert', content: 'to edge', to_ring: 'edge' });
+    const all = await emitOk(e1, { signal_type: 'query', content: 'anyone?' });
     const s = await settle([mine]);
     expectExactlyOnce(mine.signalIds(), [direct.id, ring.id, all.id, s], 'c1');
 
@@ -124,8 +103,8 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     const made = await root.client.post('/admin/api-keys', { owner: c1.id, permissions: { signal_types: ['alert'] } });
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const scoped = await stream(svc.url, { token: made.body.data.api_key }, 'c1 alerts only');
-    const p = await emit(root, { signal_type: 'pulse', content: 'pulse to c1', to_identity: c1.id });
-    const a = await emit(root, { signal_type: 'alert', content: 'alert to c1', to_identity: c1.id });
+    const p = await emitOk(root, { signal_type: 'pulse', content: 'pulse to c1', to_identity: c1.id });
+    const a = await emitOk(root, { signal_type: 'alert', content: 'alert to c1', to_identity: c1.id });
     const s2 = await settle([scoped], { signal_type: 'alert', to_ring: 'core' });
     expectExactlyOnce(scoped.signalIds(), [a.id, s2], 'c1 alerts only');
     expect(scoped.signalIds()).not.toContain(p.id);
@@ -137,12 +116,12 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     const types = await stream(svc.url, { token: root.key, type: 'alert, task' }, 'type=alert,task');
     const both = await stream(svc.url, { token: root.key, ring: 'core', type: 'alert' }, 'ring=core&type=alert');
     const mineCore = await stream(svc.url, { token: c1.key, ring: 'core', type: 'alert' }, 'c1 ring=core&type=alert');
-    const coreAlert = await emit(root, { signal_type: 'alert', content: 'core alert', to_ring: 'core' });
-    const corePulse = await emit(root, { signal_type: 'pulse', content: 'core pulse', to_ring: 'core' });
-    const edgeTask = await emit(root, { signal_type: 'task', content: 'edge task', to_ring: 'edge' });
-    const directAlert = await emit(root, { signal_type: 'alert', content: 'direct alert', to_identity: c1.id });
-    const plain = await emit(root, { signal_type: 'pulse', content: 'no ring' });
-    const s = await emit(root, { signal_type: 'alert', content: 'sentinel', to_ring: 'core' });
+    const coreAlert = await emitOk(root, { signal_type: 'alert', content: 'core alert', to_ring: 'core' });
+    const corePulse = await emitOk(root, { signal_type: 'pulse', content: 'core pulse', to_ring: 'core' });
+    const edgeTask = await emitOk(root, { signal_type: 'task', content: 'edge task', to_ring: 'edge' });
+    const directAlert = await emitOk(root, { signal_type: 'alert', content: 'direct alert', to_identity: c1.id });
+    const plain = await emitOk(root, { signal_type: 'pulse', content: 'no ring' });
+    const s = await emitOk(root, { signal_type: 'alert', content: 'sentinel', to_ring: 'core' });
     for (const x of [rings, core, types, both, mineCore]) await x.waitSignals([s.id]);
     expectExactlyOnce(rings.signalIds(), [coreAlert.id, corePulse.id, edgeTask.id, s.id], rings.label);
     expectExactlyOnce(core.signalIds(), [coreAlert.id, corePulse.id, s.id], core.label);
@@ -168,13 +147,13 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     })();
     const ids = await pool(BURST, 8, async (i) => {
       if (i >= 120) await waitFor(() => firstClosed, 10_000, 'first stream to close');
-      return (await emit(root, { signal_type: 'sense', content: `burst ${i}`, to_identity: c1.id })).id as string;
+      return (await emitOk(root, { signal_type: 'sense', content: `burst ${i}`, to_identity: c1.id })).id as string;
     });
     await closing;
     expect(before.length).toBeLessThan(BURST);
     const second = await stream(svc.url, { token: root.key, type: 'sense', last_event_id: lastId }, 'second');
     await second.waitSignals(ids.filter((id) => !before.includes(id)), 10_000);
-    const live = await emit(root, { signal_type: 'sense', content: 'live after resume', to_identity: c1.id });
+    const live = await emitOk(root, { signal_type: 'sense', content: 'live after resume', to_identity: c1.id });
     await second.waitSignals([live.id]);
     expectExactlyOnce([...before, ...second.signalIds()], [...ids, live.id], 'first then second');
     expect(BigInt(second.events[0].id)).toBeGreaterThan(BigInt(lastId));
@@ -185,18 +164,18 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     const relay = await Relay.start(svc.port);
     try {
       const es = await stream(relay.url, { token: root.key, type: 'shift' }, 'reconnecting');
-      const part1 = await pool(40, 4, async (i) => (await emit(root, { signal_type: 'shift', content: `before ${i}` })).id as string);
+      const part1 = await pool(40, 4, async (i) => (await emitOk(root, { signal_type: 'shift', content: `before ${i}` })).id as string);
       await es.waitSignals(part1);
       // the connection drops; the client's retry is held until part 2 is committed, so part 2 can only
       // reach it through the Last-Event-ID replay
       relay.cut();
       await waitFor(() => es.errors > 0, 5000, 'the stream to notice the disconnect');
-      const part2 = await pool(40, 4, async (i) => (await emit(root, { signal_type: 'shift', content: `while away ${i}` })).id as string);
+      const part2 = await pool(40, 4, async (i) => (await emitOk(root, { signal_type: 'shift', content: `while away ${i}` })).id as string);
       relay.release();
       await es.waitSignals(part2, 10_000);
       expect(es.opens).toBe(2);
       expect(es.es.readyState).toBe(EventSource.OPEN);
-      const part3 = await pool(10, 4, async (i) => (await emit(root, { signal_type: 'shift', content: `after ${i}` })).id as string);
+      const part3 = await pool(10, 4, async (i) => (await emitOk(root, { signal_type: 'shift', content: `after ${i}` })).id as string);
       await es.waitSignals(part3);
       expectExactlyOnce(es.signalIds(), [...part1, ...part2, ...part3], 'across the reconnect');
       expectIncreasingIds(es.events.map((e) => e.id), 'across the reconnect');

@@ -6,13 +6,12 @@
  * middle of a 500-signal burst (by op and by URL), and a slow consumer cut off with 4008 that recovers
  * everything it missed by resuming.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, listAll } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
@@ -28,18 +27,8 @@ function expectErrorFrame(f: Frame, code: string, id: unknown, field?: string): 
 }
 
 describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-  const services: Service[] = [];
+  const servers = serversOn(backend);
   let sockets: PushSocket[] = [];
-
-  async function server(extra: Record<string, string> = {}): Promise<Service> {
-    const env = await be.env(extra);
-    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-    const svc = await startServer(env);
-    services.push(svc);
-    return svc;
-  }
 
   async function open(svc: Service, m: Member, opts: OpenOptions = {}): Promise<PushSocket> {
     const s = await PushSocket.open(svc.url, m.key, { label: m.name, ...opts });
@@ -47,23 +36,9 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     return s;
   }
 
-  async function emit(m: Member, body: Record<string, unknown>): Promise<any> {
-    const r = await m.client.post('/emit', body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  }
-
-  beforeAll(async () => {
-    be = await backendEnv(backend);
-  });
   afterEach(async () => {
     await Promise.all(sockets.map((s) => s.close()));
     sockets = [];
-  });
-  afterAll(async () => {
-    await Promise.all(services.map((s) => s.close()));
-    await be?.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
   });
 
   describe('one organization', () => {
@@ -84,13 +59,13 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
      * committed before it: what it has not received by then it will never receive.
      */
     async function settle(socks: PushSocket[], body: Record<string, unknown> = {}): Promise<string> {
-      const s = await emit(root, { signal_type: 'pulse', content: 'sentinel', tags: ['sentinel'], ...body });
+      const s = await emitOk(root, { signal_type: 'pulse', content: 'sentinel', tags: ['sentinel'], ...body });
       for (const sock of socks) await sock.waitSignals([s.id]);
       return s.id;
     }
 
     beforeAll(async () => {
-      svc = await server({ MAX_DELIVERY_ATTEMPTS: '2' });
+      svc = await servers.start({ MAX_DELIVERY_ATTEMPTS: '2' });
       root = await bootstrap(svc.url);
       b1 = await join(root.client, 'b1', { capabilities: ['gpu'] });
       b2 = await join(root.client, 'b2');
@@ -115,12 +90,12 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       const sb2 = await open(svc, b2);
       const sc1 = await open(svc, c1);
       const sout = await open(svc, out);
-      const direct = await emit(root, { signal_type: 'pulse', content: 'to c1', to_identity: c1.id });
-      const role = await emit(root, { signal_type: 'alert', content: 'to builders', to_role: 'builders' });
-      const ring = await emit(root, { signal_type: 'sense', content: 'to core', to_ring: 'core' });
-      const all = await emit(root, { signal_type: 'pulse', content: 'everyone' });
-      const gpu = await emit(root, { signal_type: 'task', content: 'gpu builders only', to_role: 'builders', target_capabilities: ['gpu'] });
-      const gpuAll = await emit(root, { signal_type: 'query', content: 'gpu anyone', target_capabilities: ['gpu'] });
+      const direct = await emitOk(root, { signal_type: 'pulse', content: 'to c1', to_identity: c1.id });
+      const role = await emitOk(root, { signal_type: 'alert', content: 'to builders', to_role: 'builders' });
+      const ring = await emitOk(root, { signal_type: 'sense', content: 'to core', to_ring: 'core' });
+      const all = await emitOk(root, { signal_type: 'pulse', content: 'everyone' });
+      const gpu = await emitOk(root, { signal_type: 'task', content: 'gpu builders only', to_role: 'builders', target_capabilities: ['gpu'] });
+      const gpuAll = await emitOk(root, { signal_type: 'query', content: 'gpu anyone', target_capabilities: ['gpu'] });
       const sentinel = await settle([b1x, b1y, sb2, sc1, sout]);
 
       const expected: [PushSocket, string[]][] = [
@@ -154,10 +129,10 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expect(await rings.ok('subscribe', { rings: ['core'] })).toEqual({ rings: ['core'], types: [] });
       expect(await both.ok('subscribe', { rings: ['core'], types: ['alert'] })).toEqual({ rings: ['core'], types: ['alert'] });
 
-      const pulseDirect = await emit(root, { signal_type: 'pulse', content: 'p direct', to_identity: c1.id });
-      const alertDirect = await emit(root, { signal_type: 'alert', content: 'a direct', to_identity: c1.id });
-      const pulseRing = await emit(root, { signal_type: 'pulse', content: 'p ring', to_ring: 'core' });
-      const alertRing = await emit(root, { signal_type: 'alert', content: 'a ring', to_ring: 'core' });
+      const pulseDirect = await emitOk(root, { signal_type: 'pulse', content: 'p direct', to_identity: c1.id });
+      const alertDirect = await emitOk(root, { signal_type: 'alert', content: 'a direct', to_identity: c1.id });
+      const pulseRing = await emitOk(root, { signal_type: 'pulse', content: 'p ring', to_ring: 'core' });
+      const alertRing = await emitOk(root, { signal_type: 'alert', content: 'a ring', to_ring: 'core' });
       const s1 = await settle([types, rings, both], { signal_type: 'alert', to_ring: 'core' });
       expectExactlyOnce(types.signalIds().filter((id) => id !== s1), [alertDirect.id, alertRing.id], 'types');
       expectExactlyOnce(rings.signalIds().filter((id) => id !== s1), [pulseRing.id, alertRing.id], 'rings');
@@ -168,7 +143,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       for (const f of typesUpdates) expect(f.signal.signal_type).toBe('alert');
 
       expect(await types.ok('subscribe', {})).toEqual({ rings: [], types: [] });
-      const later = await emit(root, { signal_type: 'pulse', content: 'after reset', to_identity: c1.id });
+      const later = await emitOk(root, { signal_type: 'pulse', content: 'after reset', to_identity: c1.id });
       await types.waitSignals([later.id]);
       expect(types.signalIds()).not.toContain(pulseDirect.id);
 
@@ -189,7 +164,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expectErrorFrame(await sb1.op('emit', { signal_type: 'pulse', content: 'x', from_identity: b2.id }), 'POLICY_IDENTITY_MISMATCH', expect.any(String));
       expectErrorFrame(await sb1.op('emit', { signal_type: 'pulse', content: 'x', to_role: 'nobody' }), 'SIGNAL_NOT_FOUND', expect.any(String), 'to_role');
 
-      const task = await emit(root, { signal_type: 'task', content: 'build it', to_role: 'builders' });
+      const task = await emitOk(root, { signal_type: 'task', content: 'build it', to_role: 'builders' });
       const claimed = await sb1.ok('claim', { signal_id: task.id });
       expect(claimed).toMatchObject({ id: task.id, delivery_state: 'leased', claimed_by: b1.id, task_status: 'open' });
       expect(Date.parse(claimed.claim_expires_at)).toBeGreaterThan(Date.parse(claimed.claimed_at));
@@ -205,11 +180,11 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expectErrorFrame(await sb1.op('claim', { signal_id: task.id, lease_ms: 'long' }), 'VALIDATION_INVALID_TYPE', expect.any(String), 'lease_ms');
 
       // a failed outcome releases the task back to pending for another attempt
-      const retry = await emit(root, { signal_type: 'task', content: 'try again', to_role: 'builders' });
+      const retry = await emitOk(root, { signal_type: 'task', content: 'try again', to_role: 'builders' });
       await sb2.ok('claim', { signal_id: retry.id });
       expect(await sb2.ok('ack', { signal_id: retry.id, outcome: 'failed' })).toMatchObject({ delivery_state: 'pending', claimed_by: null, delivery_count: 1 });
 
-      const note = await emit(root, { signal_type: 'pulse', content: 'note for c1', to_identity: c1.id });
+      const note = await emitOk(root, { signal_type: 'pulse', content: 'note for c1', to_identity: c1.id });
       expect(await sc1.ok('inbox.acknowledge', { signal_id: note.id })).toMatchObject({ signal_id: note.id, identity_id: c1.id, state: 'acknowledged' });
       expect(await sc1.ok('inbox.resolve', { signal_id: note.id })).toMatchObject({ signal_id: note.id, identity_id: c1.id, state: 'resolved' });
       expectErrorFrame(await sc1.op('inbox.acknowledge', { signal_id: note.id }), 'SIGNAL_DELIVERY_INVALID_TRANSITION', expect.any(String));
@@ -257,7 +232,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       const sb2 = await open(svc, b2);
       const sc1 = await open(svc, c1);
       const sout = await open(svc, out);
-      const task = await emit(root, { signal_type: 'task', content: 'role task', to_role: 'builders' });
+      const task = await emitOk(root, { signal_type: 'task', content: 'role task', to_role: 'builders' });
       await sb1.waitSignals([task.id]);
       await sb2.waitSignals([task.id]);
 
@@ -276,7 +251,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     it('sends signal.updated when a lease ends (back to pending) and when attempts run out (dead letter)', async () => {
       const sroot = await open(svc, root);
       const sb1 = await open(svc, b1);
-      const task = await emit(root, { signal_type: 'task', content: 'will time out', to_identity: b1.id });
+      const task = await emitOk(root, { signal_type: 'task', content: 'will time out', to_identity: b1.id });
       await sb1.waitSignals([task.id]);
 
       await sb1.ok('claim', { signal_id: task.id, lease_ms: 200 });
@@ -295,8 +270,8 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
 
     it('marks a pending signal delivered once it is pushed to a recipient socket', async () => {
       const sc1 = await open(svc, c1);
-      const pushed = await emit(root, { signal_type: 'pulse', content: 'pushed', to_identity: c1.id });
-      const unseen = await emit(root, { signal_type: 'pulse', content: 'nobody listening', to_identity: b2.id });
+      const pushed = await emitOk(root, { signal_type: 'pulse', content: 'pushed', to_identity: c1.id });
+      const unseen = await emitOk(root, { signal_type: 'pulse', content: 'nobody listening', to_identity: b2.id });
       await sc1.waitSignals([pushed.id]);
       expect(sc1.frames.find((f) => f.type === 'signal' && f.signal.id === pushed.id)!.signal.delivery_state).toBe('pending');
       await sc1.waitUpdate(pushed.id, (x) => x.delivery_state === 'delivered', 'delivered');
@@ -319,7 +294,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     let root: Member;
 
     beforeAll(async () => {
-      svc = await server();
+      svc = await servers.start();
       root = await bootstrap(svc.url);
     });
 
@@ -337,7 +312,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       void closing.then(() => emittedAtClose.push(emitted));
       const ids = await pool(BURST, 8, async (i) => {
         if (i >= 300) await waitFor(() => aClosed, 10_000, 'A to close');
-        const s = await emit(root, { signal_type: 'pulse', content: `burst ${i}`, to_identity: target.id });
+        const s = await emitOk(root, { signal_type: 'pulse', content: `burst ${i}`, to_identity: target.id });
         emitted++;
         return s.id as string;
       });
@@ -379,7 +354,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expectIncreasing(pushes, 'B');
       expect(BigInt(frame.data.cursor)).toBeGreaterThanOrEqual(BigInt(pushes[pushes.length - 1].cursor!));
 
-      const live = await emit(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
+      const live = await emitOk(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
       await b.waitSignals([live.id]);
       expectIncreasing(b.pushes(), 'B live');
       expect(b.signalIds().filter((id) => id === live.id)).toHaveLength(1);
@@ -391,7 +366,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       const b = await open(svc, target, { label: 'B', after: lastCursor });
       const missed = ids.filter((id) => !before.includes(id));
       await b.waitSignals(missed, 20_000);
-      const live = await emit(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
+      const live = await emitOk(root, { signal_type: 'pulse', content: 'after resume', to_identity: target.id });
       await b.waitSignals([live.id]);
       expectExactlyOnce([...before, ...b.signalIds()], [...ids, live.id], 'A then B');
       expect(BigInt(b.pushes()[0].cursor!)).toBeGreaterThan(BigInt(lastCursor));
@@ -405,7 +380,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     let root: Member;
 
     beforeAll(async () => {
-      svc = await server({ PUSH_MAX_BUFFER_BYTES: '65536' });
+      svc = await servers.start({ PUSH_MAX_BUFFER_BYTES: '65536' });
       root = await bootstrap(svc.url);
     });
 
@@ -415,7 +390,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       const sock = (s.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
       sock.pause();
       const big = 'x'.repeat(40 * 1024);
-      const ids = await pool(COUNT, 4, async (i) => (await emit(root, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: slow.id })).id as string);
+      const ids = await pool(COUNT, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: slow.id })).id as string);
       sock.resume();
       const closed = await Promise.race([s.closed(), new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`slow socket was not cut off; it has ${s.signalIds().length} of ${COUNT} signals`)), 20_000))]);
       expect(closed.code).toBe(4008);

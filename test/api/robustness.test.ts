@@ -1,24 +1,19 @@
 /** Bad input never takes the server down: each answers with a catalogue error and the next request is served. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, type Member } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
-import { BACKENDS, backendEnv, startServer, type BackendEnv } from '../helpers/server.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
 import { expectError } from './support.js';
 
 describe.each(BACKENDS)('robustness on %s', (backend) => {
-  let be: BackendEnv;
+  const servers = serversOn(backend);
   let svc: Service;
   let root: Member;
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    svc = await startServer(await be.env());
+    svc = await servers.start();
     root = await bootstrap(svc.url);
-  });
-  afterAll(async () => {
-    await svc?.close();
-    await be?.stop();
   });
 
   it('a path parameter that is not valid percent-encoding is 400 with the field, and the server lives on', async () => {

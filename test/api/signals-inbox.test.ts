@@ -4,48 +4,29 @@
  * delivery moves a read and an ack make. No broadcasts are emitted here, so a fresh identity's inbox holds
  * exactly what a test sent it.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import type { Res } from '../helpers/client.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, findSignal } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk, findSignal } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 describe.each(BACKENDS)('inbox on %s', (backend) => {
-  let be: BackendEnv;
+  const servers = serversOn(backend);
   let svc: Service;
-  let dataDir: string | undefined;
   let root: Member;
   let other: Member;
   let n = 0;
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    const env = await be.env();
-    dataDir = env.DATA_DIR;
-    svc = await startServer(env);
+    svc = await servers.start();
     root = await bootstrap(svc.url);
     other = await join(root.client, 'other');
   });
-  afterAll(async () => {
-    await svc?.close();
-    await be?.stop();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-  });
 
-  const emit = async (m: Member, body: Record<string, unknown>) => {
-    const r = await m.client.post('/emit', body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  };
-  const ok = (r: Res) => {
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body.data;
-  };
-  const ids = (r: Res): string[] => ok(r).signals.map((s: any) => s.id);
+  const ids = (r: Res): string[] => expectOk(r).signals.map((s: any) => s.id);
 
   /** A fresh identity with its own role and ring. */
   async function fresh(prefix: string) {
@@ -59,10 +40,10 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
   /** Four signals reaching F by every route: direct, ring, role. */
   async function seed(prefix: string) {
     const f = await fresh(prefix);
-    const s1 = await emit(root, { signal_type: 'task', content: 'one', urgency: 0.9, tags: ['project:apollo', 'red'], payload: { task_type: 'build' }, to_identity: f.m.id });
-    const s2 = await emit(root, { signal_type: 'pulse', content: 'two', urgency: 0.3, tags: ['blue'], to_ring: f.ring });
-    const s3 = await emit(other, { signal_type: 'alert', content: 'three', urgency: 0.6, tags: ['project:zeus', 'red'], to_role: f.role });
-    const s4 = await emit(other, { signal_type: 'query', content: 'four', urgency: 0.1, to_identity: f.m.id });
+    const s1 = await emitOk(root, { signal_type: 'task', content: 'one', urgency: 0.9, tags: ['project:apollo', 'red'], payload: { task_type: 'build' }, to_identity: f.m.id });
+    const s2 = await emitOk(root, { signal_type: 'pulse', content: 'two', urgency: 0.3, tags: ['blue'], to_ring: f.ring });
+    const s3 = await emitOk(other, { signal_type: 'alert', content: 'three', urgency: 0.6, tags: ['project:zeus', 'red'], to_role: f.role });
+    const s4 = await emitOk(other, { signal_type: 'query', content: 'four', urgency: 0.1, to_identity: f.m.id });
     return { ...f, s1, s2, s3, s4 };
   }
 
@@ -70,7 +51,7 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
     const { m } = await fresh('order');
     const urgencies = [0.2, 0.9, 0.5, 0.9, 0.2, 0.5, 1, 0];
     const sent = [];
-    for (const [i, u] of urgencies.entries()) sent.push(await emit(root, { signal_type: 'pulse', content: `o${i}`, urgency: u, to_identity: m.id }));
+    for (const [i, u] of urgencies.entries()) sent.push(await emitOk(root, { signal_type: 'pulse', content: `o${i}`, urgency: u, to_identity: m.id }));
     const want = sent
       .map((s, i) => ({ id: s.id, u: urgencies[i], i }))
       .sort((a, b) => b.u - a.u || b.i - a.i)
@@ -78,9 +59,9 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
     expect(ids(await m.client.get(`/inbox/identity/${m.id}`))).toEqual(want);
     expect(ids(await m.client.get(`/inbox/@${m.name}`))).toEqual(want);
     // the same order across pages
-    const p1 = ok(await m.client.get(`/inbox/identity/${m.id}?limit=3`));
-    const p2 = ok(await m.client.get(`/inbox/identity/${m.id}?limit=3&after=${p1.cursor}`));
-    const p3 = ok(await m.client.get(`/inbox/identity/${m.id}?limit=3&after=${p2.cursor}`));
+    const p1 = expectOk(await m.client.get(`/inbox/identity/${m.id}?limit=3`));
+    const p2 = expectOk(await m.client.get(`/inbox/identity/${m.id}?limit=3&after=${p1.cursor}`));
+    const p3 = expectOk(await m.client.get(`/inbox/identity/${m.id}?limit=3&after=${p2.cursor}`));
     expect([...p1.signals, ...p2.signals, ...p3.signals].map((s: any) => s.id)).toEqual(want);
     expect([p1.has_more, p2.has_more, p3.has_more]).toEqual([true, true, false]);
     expect(p3.cursor).toBeNull();
@@ -88,9 +69,9 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
 
   it('role inbox: ordered, readable by any member, reached by role name case-insensitively', async () => {
     const { role } = await fresh('roleinbox');
-    const lo = await emit(root, { signal_type: 'pulse', content: 'lo', urgency: 0.1, to_role: role });
-    const hi = await emit(root, { signal_type: 'pulse', content: 'hi', urgency: 0.8, to_role: role });
-    const mid = await emit(root, { signal_type: 'pulse', content: 'mid', urgency: 0.5, to_role: role });
+    const lo = await emitOk(root, { signal_type: 'pulse', content: 'lo', urgency: 0.1, to_role: role });
+    const hi = await emitOk(root, { signal_type: 'pulse', content: 'hi', urgency: 0.8, to_role: role });
+    const mid = await emitOk(root, { signal_type: 'pulse', content: 'mid', urgency: 0.5, to_role: role });
     expect(ids(await other.client.get(`/inbox/${role}`))).toEqual([hi.id, mid.id, lo.id]);
     expect(ids(await other.client.get(`/inbox/${encodeURIComponent(role.toUpperCase())}`))).toEqual([hi.id, mid.id, lo.id]);
     expect(ids(await other.client.get(`/inbox/${role}?min_urgency=0.5&limit=1`))).toEqual([hi.id]);
@@ -143,13 +124,13 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
     });
 
     it('view=summary drops content and payload; view=full (default) keeps them', async () => {
-      const sum = ok(await root.client.get(`/inbox/identity/${d.m.id}?view=summary&type=task`)).signals;
+      const sum = expectOk(await root.client.get(`/inbox/identity/${d.m.id}?view=summary&type=task`)).signals;
       expect(sum).toHaveLength(1);
       expect(sum[0]).not.toHaveProperty('content');
       expect(sum[0]).not.toHaveProperty('payload');
       expect(sum[0]).toMatchObject({ id: d.s1.id, signal_type: 'task', urgency: 0.9, tags: ['project:apollo', 'red'], receipt_state: 'unread', snoozed_until: null });
       for (const view of ['', '&view=full']) {
-        const full = ok(await root.client.get(`/inbox/identity/${d.m.id}?type=task${view}`)).signals;
+        const full = expectOk(await root.client.get(`/inbox/identity/${d.m.id}?type=task${view}`)).signals;
         expect(full[0]).toMatchObject({ id: d.s1.id, content: 'one', payload: { task_type: 'build' }, receipt_state: 'unread', snoozed_until: null });
       }
     });
@@ -157,21 +138,21 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
     it('delivery_state', async () => {
       expect(await q('delivery_state=pending')).toEqual([d.s1.id, d.s3.id, d.s2.id, d.s4.id]);
       // F reads only the task: that one becomes delivered
-      const read = ok(await d.m.client.get(`/inbox/identity/${d.m.id}?type=task`)).signals;
+      const read = expectOk(await d.m.client.get(`/inbox/identity/${d.m.id}?type=task`)).signals;
       expect(read.map((s: any) => [s.id, s.delivery_state])).toEqual([[d.s1.id, 'delivered']]);
-      expect(ok(await d.m.client.post('/ack', { signal_id: d.s4.id })).delivery_state).toBe('acked');
+      expect(expectOk(await d.m.client.post('/ack', { signal_id: d.s4.id })).delivery_state).toBe('acked');
       expect(await q('delivery_state=delivered')).toEqual([d.s1.id]);
       expect(await q('delivery_state=acked')).toEqual([d.s4.id]);
       expect(await q('delivery_state=pending')).toEqual([d.s3.id, d.s2.id]);
     });
 
     it('receipt_state, include_resolved and include_snoozed', async () => {
-      ok(await d.m.client.post('/inbox/acknowledge', { signal_id: d.s1.id }));
-      ok(await d.m.client.post('/inbox/resolve', { signal_id: d.s2.id }));
+      expectOk(await d.m.client.post('/inbox/acknowledge', { signal_id: d.s1.id }));
+      expectOk(await d.m.client.post('/inbox/resolve', { signal_id: d.s2.id }));
       const until = new Date(Date.now() + 3_600_000).toISOString();
-      ok(await d.m.client.post('/inbox/snooze', { signal_id: d.s3.id, until }));
+      expectOk(await d.m.client.post('/inbox/snooze', { signal_id: d.s3.id, until }));
 
-      const all = ok(await root.client.get(`/inbox/identity/${d.m.id}?include_resolved=true&include_snoozed=true`)).signals;
+      const all = expectOk(await root.client.get(`/inbox/identity/${d.m.id}?include_resolved=true&include_snoozed=true`)).signals;
       expect(all.map((s: any) => [s.id, s.receipt_state, s.snoozed_until])).toEqual([
         [d.s1.id, 'acknowledged', null],
         [d.s3.id, 'snoozed', until],
@@ -189,9 +170,9 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
       expect(await q('receipt_state=resolved')).toEqual([d.s2.id]);
       expect(await q('receipt_state=snoozed')).toEqual([d.s3.id]);
       // receipts are the inbox owner's: another reader of the role inbox still sees the alert unread
-      const roleView = ok(await other.client.get(`/inbox/${d.role}`)).signals;
+      const roleView = expectOk(await other.client.get(`/inbox/${d.role}`)).signals;
       expect(roleView.map((s: any) => [s.id, s.receipt_state])).toEqual([[d.s3.id, 'unread']]);
-      const ownRoleView = ok(await d.m.client.get(`/inbox/${d.role}?include_snoozed=true`)).signals;
+      const ownRoleView = expectOk(await d.m.client.get(`/inbox/${d.role}?include_snoozed=true`)).signals;
       expect(ownRoleView.map((s: any) => [s.id, s.receipt_state])).toEqual([[d.s3.id, 'snoozed']]);
     });
   });
@@ -230,14 +211,14 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
 
   it('default limit is 20, data.cursor equals meta.cursor, and it is null on the last page', async () => {
     const { m } = await fresh('deflimit');
-    await Promise.all(Array.from({ length: 25 }, (_, i) => emit(root, { signal_type: 'pulse', content: `d${i}`, to_identity: m.id })));
+    await Promise.all(Array.from({ length: 25 }, (_, i) => emitOk(root, { signal_type: 'pulse', content: `d${i}`, to_identity: m.id })));
     const first = await m.client.get(`/inbox/identity/${m.id}`);
-    expect(ok(first).signals).toHaveLength(20);
+    expect(expectOk(first).signals).toHaveLength(20);
     expect(first.body.data.has_more).toBe(true);
     expect(typeof first.body.data.cursor).toBe('string');
     expect(first.body.meta.cursor).toBe(first.body.data.cursor);
     const last = await m.client.get(`/inbox/identity/${m.id}?after=${first.body.data.cursor}`);
-    expect(ok(last).signals).toHaveLength(5);
+    expect(expectOk(last).signals).toHaveLength(5);
     expect(last.body.data).toMatchObject({ has_more: false, cursor: null });
     expect(last.body.meta.cursor).toBeNull();
     expect(new Set([...first.body.data.signals, ...last.body.data.signals].map((s: any) => s.id)).size).toBe(25);
@@ -246,14 +227,14 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
   it('paging at limit 1 while 200 signals arrive: nothing twice, nothing that existed before paging skipped', async () => {
     const { m } = await fresh('paging');
     const urgency = (i: number) => (i % 11) / 10; // 0.0 .. 1.0
-    const pre = await Promise.all(Array.from({ length: 30 }, (_, i) => emit(root, { signal_type: 'pulse', content: `pre${i}`, urgency: urgency(i * 7), to_identity: m.id })));
+    const pre = await Promise.all(Array.from({ length: 30 }, (_, i) => emitOk(root, { signal_type: 'pulse', content: `pre${i}`, urgency: urgency(i * 7), to_identity: m.id })));
     const existed = new Set<string>(pre.map((s) => s.id));
     const done = new Set<string>();
     let firstPageSent = false;
 
     const storm = Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
-        const s = await emit(other, { signal_type: 'sense', content: `live${i}`, urgency: urgency(i), to_identity: m.id });
+        const s = await emitOk(other, { signal_type: 'sense', content: `live${i}`, urgency: urgency(i), to_identity: m.id });
         done.add(s.id);
         if (!firstPageSent) existed.add(s.id);
         return s;
@@ -266,7 +247,7 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
     for (;;) {
       if (!firstPageSent) firstPageSent = true;
       const r: Res = await m.client.get(`/inbox/identity/${m.id}?limit=1${after ? `&after=${after}` : ''}`);
-      const data = ok(r);
+      const data = expectOk(r);
       expect(r.body.meta.cursor).toBe(data.cursor);
       expect(data.signals.length).toBeLessThanOrEqual(1);
       seen.push(...data.signals);
@@ -300,38 +281,38 @@ describe.each(BACKENDS)('inbox on %s', (backend) => {
   describe('delivery', () => {
     it('pending → delivered when the recipient reads its inbox, then acked by POST /ack', async () => {
       const { m } = await fresh('deliver');
-      const s = await emit(other, { signal_type: 'alert', content: 'read me', to_identity: m.id });
+      const s = await emitOk(other, { signal_type: 'alert', content: 'read me', to_identity: m.id });
       expect(s.delivery_state).toBe('pending');
       // the admin reading it, or the sender listing it, delivers nothing
-      expect(ok(await root.client.get(`/inbox/identity/${m.id}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'pending' });
+      expect(expectOk(await root.client.get(`/inbox/identity/${m.id}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'pending' });
       expect((await findSignal(other.client, s.id)).delivery_state).toBe('pending');
 
-      const read = ok(await m.client.get(`/inbox/@${m.name}`)).signals;
+      const read = expectOk(await m.client.get(`/inbox/@${m.name}`)).signals;
       expect(read.map((x: any) => [x.id, x.delivery_state])).toEqual([[s.id, 'delivered']]);
       expect((await findSignal(root.client, s.id)).delivery_state).toBe('delivered');
       // reading again leaves it delivered
-      expect(ok(await m.client.get(`/inbox/identity/${m.id}`)).signals[0].delivery_state).toBe('delivered');
+      expect(expectOk(await m.client.get(`/inbox/identity/${m.id}`)).signals[0].delivery_state).toBe('delivered');
 
       const ack = await m.client.post('/ack', { signal_id: s.id });
-      expect(ok(ack)).toMatchObject({ id: s.id, delivery_state: 'acked' });
+      expect(expectOk(ack)).toMatchObject({ id: s.id, delivery_state: 'acked' });
       expect((await findSignal(root.client, s.id)).delivery_state).toBe('acked');
-      expect(ok(await m.client.get(`/inbox/identity/${m.id}`)).signals[0].delivery_state).toBe('acked');
+      expect(expectOk(await m.client.get(`/inbox/identity/${m.id}`)).signals[0].delivery_state).toBe('acked');
       expectError(await m.client.post('/ack', { signal_id: s.id }), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
     });
 
     it('reading a role inbox delivers for a filler, not for a non-filler', async () => {
       const { m, role } = await fresh('roledeliver');
-      const s = await emit(root, { signal_type: 'pulse', content: 'role mail', to_role: role });
-      expect(ok(await other.client.get(`/inbox/${role}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'pending' });
+      const s = await emitOk(root, { signal_type: 'pulse', content: 'role mail', to_role: role });
+      expect(expectOk(await other.client.get(`/inbox/${role}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'pending' });
       expect((await findSignal(root.client, s.id)).delivery_state).toBe('pending');
-      expect(ok(await m.client.get(`/inbox/${role}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'delivered' });
+      expect(expectOk(await m.client.get(`/inbox/${role}`)).signals[0]).toMatchObject({ id: s.id, delivery_state: 'delivered' });
       expect((await findSignal(root.client, s.id)).delivery_state).toBe('delivered');
     });
 
     it('only the page that was read is delivered', async () => {
       const { m } = await fresh('partial');
-      const lo = await emit(root, { signal_type: 'pulse', content: 'lo', urgency: 0.1, to_identity: m.id });
-      const hi = await emit(root, { signal_type: 'pulse', content: 'hi', urgency: 0.9, to_identity: m.id });
+      const lo = await emitOk(root, { signal_type: 'pulse', content: 'lo', urgency: 0.1, to_identity: m.id });
+      const hi = await emitOk(root, { signal_type: 'pulse', content: 'hi', urgency: 0.9, to_identity: m.id });
       expect(ids(await m.client.get(`/inbox/identity/${m.id}?limit=1`))).toEqual([hi.id]);
       expect((await findSignal(root.client, hi.id)).delivery_state).toBe('delivered');
       expect((await findSignal(root.client, lo.id)).delivery_state).toBe('pending');

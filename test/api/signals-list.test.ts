@@ -3,57 +3,26 @@
  * to_role, to_ring, task_status, delivery_state, tag, since), combinations, bad values, and cursor paging
  * with and without filters.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Res } from '../helpers/client.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk } from './support.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-  const services: Service[] = [];
-
-  async function server(): Promise<Service> {
-    const env = await be.env();
-    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-    const svc = await startServer(env);
-    services.push(svc);
-    return svc;
-  }
-
-  beforeAll(async () => {
-    be = await backendEnv(backend);
-  });
-  afterAll(async () => {
-    await Promise.all(services.map((s) => s.close()));
-    await be?.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-  });
-
-  const emit = async (m: Member, body: Record<string, unknown>) => {
-    const r = await m.client.post('/emit', body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  };
-  const ok = (r: Res) => {
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body.data;
-  };
+  const servers = serversOn(backend);
 
   describe('filters', () => {
     let root: Member;
     let a: Member;
     let b: Member;
     let l1: any, l2: any, l3: any, l4: any, l5: any;
-    const ids = async (query: string) => ok(await a.client.get(`/signals/list?limit=100&${query}`)).signals.map((s: any) => s.id);
+    const ids = async (query: string) => expectOk(await a.client.get(`/signals/list?limit=100&${query}`)).signals.map((s: any) => s.id);
 
     beforeAll(async () => {
-      const svc = await server();
+      const svc = await servers.start();
       root = await bootstrap(svc.url);
       a = await join(root.client, 'list-a');
       b = await join(root.client, 'list-b');
@@ -61,19 +30,19 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
       expect((await root.client.post('/fills', { identity_id: a.id, role_id: ops.id })).status).toBe(201);
       expect((await root.client.post('/rings', { name: 'core', members: [b.id] })).status).toBe(201);
 
-      l1 = await emit(root, { signal_type: 'pulse', content: 'l1', to_role: 'ops', tags: ['x'] }); // stays pending
-      l2 = await emit(a, { signal_type: 'task', content: 'l2', to_ring: 'core', tags: ['y'] }); // claimed by b: leased, open
+      l1 = await emitOk(root, { signal_type: 'pulse', content: 'l1', to_role: 'ops', tags: ['x'] }); // stays pending
+      l2 = await emitOk(a, { signal_type: 'task', content: 'l2', to_ring: 'core', tags: ['y'] }); // claimed by b: leased, open
       // a gap in time so `since` can split the set
       await sleep(30);
-      l3 = await emit(b, { signal_type: 'alert', content: 'l3', to_identity: a.id, tags: ['x', 'y'] }); // read by a: delivered
-      l4 = await emit(a, { signal_type: 'task', content: 'l4', to_role: 'ops' }); // claimed and acked by a: acked, completed
-      l5 = await emit(root, { signal_type: 'query', content: 'l5', tags: ['z'] }); // broadcast, acked by b
+      l3 = await emitOk(b, { signal_type: 'alert', content: 'l3', to_identity: a.id, tags: ['x', 'y'] }); // read by a: delivered
+      l4 = await emitOk(a, { signal_type: 'task', content: 'l4', to_role: 'ops' }); // claimed and acked by a: acked, completed
+      l5 = await emitOk(root, { signal_type: 'query', content: 'l5', tags: ['z'] }); // broadcast, acked by b
 
-      expect(ok(await b.client.post('/claim', { signal_id: l2.id })).delivery_state).toBe('leased');
-      expect(ok(await a.client.get(`/inbox/identity/${a.id}?type=alert`)).signals[0]).toMatchObject({ id: l3.id, delivery_state: 'delivered' });
-      expect(ok(await a.client.post('/claim', { signal_id: l4.id })).delivery_state).toBe('leased');
-      expect(ok(await a.client.post('/ack', { signal_id: l4.id }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
-      expect(ok(await b.client.post('/ack', { signal_id: l5.id })).delivery_state).toBe('acked');
+      expect(expectOk(await b.client.post('/claim', { signal_id: l2.id })).delivery_state).toBe('leased');
+      expect(expectOk(await a.client.get(`/inbox/identity/${a.id}?type=alert`)).signals[0]).toMatchObject({ id: l3.id, delivery_state: 'delivered' });
+      expect(expectOk(await a.client.post('/claim', { signal_id: l4.id })).delivery_state).toBe('leased');
+      expect(expectOk(await a.client.post('/ack', { signal_id: l4.id }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
+      expect(expectOk(await b.client.post('/ack', { signal_id: l5.id })).delivery_state).toBe('acked');
     });
 
     it('no filter: all, newest first', async () => {
@@ -111,7 +80,7 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
       expect(await ids('delivery_state=delivered')).toEqual([l3.id]);
       expect(await ids('delivery_state=acked')).toEqual([l5.id, l4.id]);
       expect(await ids('delivery_state=dead_letter')).toEqual([]);
-      const shown = ok(await a.client.get('/signals/list?delivery_state=leased')).signals[0];
+      const shown = expectOk(await a.client.get('/signals/list?delivery_state=leased')).signals[0];
       expect(shown).toMatchObject({ id: l2.id, delivery_state: 'leased', claimed_by: b.id, task_status: 'open' });
     });
 
@@ -152,10 +121,10 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
     const all: any[] = [];
 
     beforeAll(async () => {
-      const svc = await server();
+      const svc = await servers.start();
       root = await bootstrap(svc.url);
       for (let i = 0; i < 37; i++) {
-        all.push(await emit(root, { signal_type: i % 4 === 0 ? 'task' : 'pulse', content: `p${i}`, tags: i % 5 === 0 ? ['fifth'] : [] }));
+        all.push(await emitOk(root, { signal_type: i % 4 === 0 ? 'task' : 'pulse', content: `p${i}`, tags: i % 5 === 0 ? ['fifth'] : [] }));
       }
     });
 
@@ -165,7 +134,7 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
       let pages = 0;
       for (;;) {
         const r: Res = await root.client.get(`/signals/list?limit=${limit}${query}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
-        const data = ok(r);
+        const data = expectOk(r);
         pages++;
         expect(r.body.meta.cursor).toBe(data.cursor);
         expect(data.has_more).toBe(data.cursor !== null);
@@ -201,19 +170,19 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
     });
 
     it('a cursor stays valid while new signals arrive: the rest of the walk neither repeats nor skips', async () => {
-      const first = ok(await root.client.get('/signals/list?limit=10'));
+      const first = expectOk(await root.client.get('/signals/list?limit=10'));
       const before = first.signals.map((s: any) => s.id);
-      const newer = await emit(root, { signal_type: 'pulse', content: 'late arrival' });
+      const newer = await emitOk(root, { signal_type: 'pulse', content: 'late arrival' });
       const rest: string[] = [];
       let after: string | null = first.cursor;
       while (after) {
-        const d: any = ok(await root.client.get(`/signals/list?limit=10&after=${encodeURIComponent(after)}`));
+        const d: any = expectOk(await root.client.get(`/signals/list?limit=10&after=${encodeURIComponent(after)}`));
         rest.push(...d.signals.map((s: any) => s.id));
         after = d.cursor;
       }
       expect([...before, ...rest]).toEqual([...all].reverse().map((s) => s.id));
       expect(rest).not.toContain(newer.id);
-      expect(ok(await root.client.get('/signals/list?limit=1')).signals[0].id).toBe(newer.id);
+      expect(expectOk(await root.client.get('/signals/list?limit=1')).signals[0].id).toBe(newer.id);
     });
   });
 });

@@ -3,45 +3,31 @@
  * delete), case-insensitive unique names, unknown ids, bad bodies, fills (create, filter, delete,
  * duplicates), admin-only writes and keyed reads.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, ULID } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { expectError, expectOk, ULID } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 describe.each(BACKENDS)('organization on %s', (backend) => {
-  let be: BackendEnv;
+  const servers = serversOn(backend);
   let svc: Service;
-  let dataDir: string | undefined;
   let root: Member;
   let alice: Member;
   let bob: Member;
   let anon: Client;
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    const env = await be.env();
-    dataDir = env.DATA_DIR;
-    svc = await startServer(env);
+    svc = await servers.start();
     root = await bootstrap(svc.url);
     alice = await join(root.client, 'alice');
     bob = await join(root.client, 'bob');
     anon = new Client(svc.url);
   });
-  afterAll(async () => {
-    await svc?.close();
-    await be?.stop();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-  });
 
-  async function created(path: string, body: unknown) {
-    const r = await root.client.post(path, body);
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    return r.body.data;
-  }
+  const created = async (path: string, body: unknown) => expectOk(await root.client.post(path, body), 201);
 
   describe('roles', () => {
     it('create, list, show, update, rename and delete', async () => {

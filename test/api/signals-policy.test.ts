@@ -4,31 +4,25 @@
  * and lists silently omit what they may not see; a suspended membership is refused on writes; revoked and
  * rotated keys; the admin key list.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
-import type { Res } from '../helpers/client.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, listAll } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk, listAll } from './support.js';
 
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
-  let be: BackendEnv;
+  const servers = serversOn(backend);
   let svc: Service;
-  let dataDir: string | undefined;
   let root: Member;
   /** owner of the scoped keys; member of rings allowed and denied, fills role desk */
   let m: Member;
   let other: Member;
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    const env = await be.env();
-    dataDir = env.DATA_DIR;
-    svc = await startServer(env);
+    svc = await servers.start();
     root = await bootstrap(svc.url);
     m = await join(root.client, 'scoped');
     other = await join(root.client, 'other');
@@ -36,21 +30,10 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
     const desk = (await root.client.post('/roles', { name: 'desk' })).body.data;
     expect((await root.client.post('/fills', { identity_id: m.id, role_id: desk.id })).status).toBe(201);
   });
-  afterAll(async () => {
-    await svc?.close();
-    await be?.stop();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
-  });
-
-  const ok = (r: Res, status = 200) => {
-    expect(r.status, JSON.stringify(r.body)).toBe(status);
-    return r.body.data;
-  };
-  const emit = async (c: Client, body: Record<string, unknown>) => ok(await c.post('/emit', body), 201);
 
   /** A key for `owner` made by the admin, as a client. */
   async function scopedKey(owner: Member, body: Record<string, unknown>): Promise<{ client: Client; id: string; data: any }> {
-    const data = ok(await root.client.post('/admin/api-keys', { owner: owner.id, ...body }), 201);
+    const data = expectOk(await root.client.post('/admin/api-keys', { owner: owner.id, ...body }), 201);
     return { client: new Client(svc.url, data.api_key), id: data.id, data };
   }
 
@@ -73,13 +56,13 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       byRing = (await scopedKey(m, { permissions: { rings: ['allowed'] } })).client;
       byRingScopes = (await scopedKey(m, { ring_scopes: ['allowed'] })).client;
       byTask = (await scopedKey(m, { permissions: { task_types: ['build'] } })).client;
-      alert = await emit(root.client, { signal_type: 'alert', content: 'alert to m', to_identity: m.id, urgency: 0.9 });
-      pulseAllowed = await emit(root.client, { signal_type: 'pulse', content: 'allowed ring', to_ring: 'allowed' });
-      pulseDenied = await emit(root.client, { signal_type: 'pulse', content: 'denied ring', to_ring: 'denied' });
-      pulseNoRing = await emit(root.client, { signal_type: 'pulse', content: 'direct', to_identity: m.id });
-      taskBuild = await emit(root.client, { signal_type: 'task', content: 'build', to_ring: 'allowed', payload: { task_type: 'build' } });
-      taskDeploy = await emit(root.client, { signal_type: 'task', content: 'deploy', to_ring: 'allowed', payload: { task_type: 'deploy' } });
-      taskAlertRing = await emit(root.client, { signal_type: 'alert', content: 'alert in allowed ring', to_ring: 'allowed' });
+      alert = await emitOk(root.client, { signal_type: 'alert', content: 'alert to m', to_identity: m.id, urgency: 0.9 });
+      pulseAllowed = await emitOk(root.client, { signal_type: 'pulse', content: 'allowed ring', to_ring: 'allowed' });
+      pulseDenied = await emitOk(root.client, { signal_type: 'pulse', content: 'denied ring', to_ring: 'denied' });
+      pulseNoRing = await emitOk(root.client, { signal_type: 'pulse', content: 'direct', to_identity: m.id });
+      taskBuild = await emitOk(root.client, { signal_type: 'task', content: 'build', to_ring: 'allowed', payload: { task_type: 'build' } });
+      taskDeploy = await emitOk(root.client, { signal_type: 'task', content: 'deploy', to_ring: 'allowed', payload: { task_type: 'deploy' } });
+      taskAlertRing = await emitOk(root.client, { signal_type: 'alert', content: 'alert in allowed ring', to_ring: 'allowed' });
     });
 
     it('the admin answers the key with its scopes and never its hash', async () => {
@@ -96,11 +79,11 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       expect(typeof k.data.id).toBe('string');
       expect(k.data).not.toHaveProperty('hash');
       // the key acts as its owner
-      expect((await emit(k.client, { signal_type: 'sense', content: 'me', to_ring: 'allowed' })).from_identity).toBe(m.id);
+      expect((await emitOk(k.client, { signal_type: 'sense', content: 'me', to_ring: 'allowed' })).from_identity).toBe(m.id);
       expectError(await root.client.post('/admin/api-keys', { owner: UNKNOWN }), 404, 'IDENTITY_NOT_FOUND');
       expectError(await root.client.post('/admin/api-keys', { permissions: { signal_types: 'pulse' } }), 400, 'VALIDATION_INVALID_TYPE', 'permissions.signal_types');
       // without an owner the key is the admin's own
-      const own = ok(await root.client.post('/admin/api-keys', {}), 201);
+      const own = expectOk(await root.client.post('/admin/api-keys', {}), 201);
       expect(own.owner).toBe(root.id);
     });
 
@@ -117,13 +100,13 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       expectError(await byTask.post('/emit', { signal_type: 'task', content: 'x' }), 403, 'AUTH_SCOPE_DENIED');
       expect((await listAll(root.client)).length).toBe(before);
 
-      expect((await emit(byType, { signal_type: 'pulse', content: 'ok' })).from_identity).toBe(m.id);
-      expect((await emit(byType, { signal_type: 'task', content: 'ok' })).task_status).toBe('open');
-      expect((await emit(byRing, { signal_type: 'alert', content: 'ok', to_ring: 'allowed' })).to_ring).toBe('allowed');
-      expect((await emit(byRingScopes, { signal_type: 'pulse', content: 'ok', to_ring: 'allowed' })).to_ring).toBe('allowed');
-      expect((await emit(byTask, { signal_type: 'task', content: 'ok', payload: { task_type: 'build' } })).payload).toEqual({ task_type: 'build' });
+      expect((await emitOk(byType, { signal_type: 'pulse', content: 'ok' })).from_identity).toBe(m.id);
+      expect((await emitOk(byType, { signal_type: 'task', content: 'ok' })).task_status).toBe('open');
+      expect((await emitOk(byRing, { signal_type: 'alert', content: 'ok', to_ring: 'allowed' })).to_ring).toBe('allowed');
+      expect((await emitOk(byRingScopes, { signal_type: 'pulse', content: 'ok', to_ring: 'allowed' })).to_ring).toBe('allowed');
+      expect((await emitOk(byTask, { signal_type: 'task', content: 'ok', payload: { task_type: 'build' } })).payload).toEqual({ task_type: 'build' });
       // task_types restricts tasks only
-      expect((await emit(byTask, { signal_type: 'alert', content: 'ok' })).signal_type).toBe('alert');
+      expect((await emitOk(byTask, { signal_type: 'alert', content: 'ok' })).signal_type).toBe('alert');
     });
 
     it('POST /claim and POST /ack: out of scope → AUTH_SCOPE_DENIED; in scope works', async () => {
@@ -131,15 +114,15 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       expectError(await byType.post('/claim', { signal_id: alert.id }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byRing.post('/claim', { signal_id: pulseDenied.id }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byRingScopes.post('/claim', { signal_id: pulseNoRing.id }), 403, 'AUTH_SCOPE_DENIED');
-      const claimed = ok(await byTask.post('/claim', { signal_id: taskBuild.id }));
+      const claimed = expectOk(await byTask.post('/claim', { signal_id: taskBuild.id }));
       expect(claimed).toMatchObject({ id: taskBuild.id, claimed_by: m.id, delivery_state: 'leased' });
 
       expectError(await byType.post('/ack', { signal_id: alert.id }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byRing.post('/ack', { signal_id: pulseDenied.id }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byRingScopes.post('/ack', { signal_id: pulseDenied.id }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byTask.post('/ack', { signal_id: taskDeploy.id }), 403, 'AUTH_SCOPE_DENIED');
-      expect(ok(await byTask.post('/ack', { signal_id: taskBuild.id }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
-      expect(ok(await byRing.post('/ack', { signal_id: pulseAllowed.id })).delivery_state).toBe('acked');
+      expect(expectOk(await byTask.post('/ack', { signal_id: taskBuild.id }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
+      expect(expectOk(await byRing.post('/ack', { signal_id: pulseAllowed.id })).delivery_state).toBe('acked');
 
       // the refused ones were not touched
       const all = await listAll(root.client);
@@ -161,25 +144,25 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
         expectError(await byTask.post(path, { signal_id: taskDeploy.id, ...extra }), 403, 'AUTH_SCOPE_DENIED');
       }
       // nothing changed: m's own full key still sees the alert unread
-      const mine = ok(await m.client.get(`/inbox/identity/${m.id}?limit=100&include_resolved=true&include_snoozed=true`)).signals;
+      const mine = expectOk(await m.client.get(`/inbox/identity/${m.id}?limit=100&include_resolved=true&include_snoozed=true`)).signals;
       expect(mine.find((s: any) => s.id === alert.id).receipt_state).toBe('unread');
 
-      expect(ok(await byType.post('/inbox/snooze', { signal_id: pulseNoRing.id, until: inAnHour() })).state).toBe('snoozed');
-      expect(ok(await byType.post('/inbox/unsnooze', { signal_id: pulseNoRing.id })).state).toBe('unread');
-      expect(ok(await byRing.post('/inbox/acknowledge', { signal_id: pulseAllowed.id })).state).toBe('acknowledged');
-      expect(ok(await byTask.post('/inbox/resolve', { signal_id: alert.id })).state).toBe('resolved');
+      expect(expectOk(await byType.post('/inbox/snooze', { signal_id: pulseNoRing.id, until: inAnHour() })).state).toBe('snoozed');
+      expect(expectOk(await byType.post('/inbox/unsnooze', { signal_id: pulseNoRing.id })).state).toBe('unread');
+      expect(expectOk(await byRing.post('/inbox/acknowledge', { signal_id: pulseAllowed.id })).state).toBe('acknowledged');
+      expect(expectOk(await byTask.post('/inbox/resolve', { signal_id: alert.id })).state).toBe('resolved');
     });
 
     it('GET /thread/:id out of scope → AUTH_SCOPE_DENIED; in scope the thread omits out-of-scope replies', async () => {
       expectError(await byType.get(`/thread/${alert.id}`), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byRing.get(`/thread/${pulseDenied.id}`), 403, 'AUTH_SCOPE_DENIED');
       expectError(await byTask.get(`/thread/${taskDeploy.id}`), 403, 'AUTH_SCOPE_DENIED');
-      const rootSig = await emit(root.client, { signal_type: 'pulse', content: 'thread root', to_ring: 'allowed' });
-      const r1 = await emit(root.client, { signal_type: 'alert', content: 'alert reply', parent_id: rootSig.id, to_ring: 'allowed' });
-      const r2 = await emit(root.client, { signal_type: 'pulse', content: 'pulse reply', parent_id: r1.id, to_ring: 'allowed' });
-      expect(ok(await byType.get(`/thread/${r2.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r2.id]);
-      expect(ok(await byRing.get(`/thread/${rootSig.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r1.id, r2.id]);
-      expect(ok(await root.client.get(`/thread/${rootSig.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r1.id, r2.id]);
+      const rootSig = await emitOk(root.client, { signal_type: 'pulse', content: 'thread root', to_ring: 'allowed' });
+      const r1 = await emitOk(root.client, { signal_type: 'alert', content: 'alert reply', parent_id: rootSig.id, to_ring: 'allowed' });
+      const r2 = await emitOk(root.client, { signal_type: 'pulse', content: 'pulse reply', parent_id: r1.id, to_ring: 'allowed' });
+      expect(expectOk(await byType.get(`/thread/${r2.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r2.id]);
+      expect(expectOk(await byRing.get(`/thread/${rootSig.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r1.id, r2.id]);
+      expect(expectOk(await root.client.get(`/thread/${rootSig.id}`)).signals.map((s: any) => s.id)).toEqual([rootSig.id, r1.id, r2.id]);
     });
 
     it('GET /signals/list: a filter naming a denied type or ring → AUTH_SCOPE_DENIED; otherwise out-of-scope signals are omitted', async () => {
@@ -192,13 +175,13 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       expect(typed.length).toBeGreaterThan(0);
       expect(new Set(typed.map((s) => s.signal_type))).toEqual(new Set(['pulse', 'task']));
       expect(typed.map((s) => s.id)).toEqual(expect.arrayContaining([pulseAllowed.id, pulseDenied.id, pulseNoRing.id, taskBuild.id, taskDeploy.id]));
-      expect(ok(await byType.get('/signals/list?type=pulse&limit=100')).signals.map((s: any) => s.id)).toContain(pulseDenied.id);
+      expect(expectOk(await byType.get('/signals/list?type=pulse&limit=100')).signals.map((s: any) => s.id)).toContain(pulseDenied.id);
 
       for (const c of [byRing, byRingScopes]) {
         const ringed = await listAll(c);
         expect(ringed.every((s) => s.to_ring === 'allowed')).toBe(true);
         expect(ringed.map((s) => s.id)).toEqual(expect.arrayContaining([pulseAllowed.id, taskBuild.id, taskDeploy.id, taskAlertRing.id]));
-        expect(ok(await c.get('/signals/list?to_ring=allowed&limit=100')).signals.map((s: any) => s.id)).toContain(taskAlertRing.id);
+        expect(expectOk(await c.get('/signals/list?to_ring=allowed&limit=100')).signals.map((s: any) => s.id)).toContain(taskAlertRing.id);
       }
 
       const tasked = (await listAll(byTask)).map((s) => s.id);
@@ -221,19 +204,19 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
         expect((await byRing.get(`${path}?ring=allowed`)).status).toBe(200);
       }
       const q = '?limit=100&include_resolved=true&include_snoozed=true';
-      const full = ok(await m.client.get(`/inbox/identity/${m.id}${q}`)).signals.map((s: any) => s.id);
+      const full = expectOk(await m.client.get(`/inbox/identity/${m.id}${q}`)).signals.map((s: any) => s.id);
       expect(full).toEqual(expect.arrayContaining([alert.id, pulseAllowed.id, pulseDenied.id, pulseNoRing.id, taskDeploy.id, taskAlertRing.id]));
 
-      const typed = ok(await byType.get(`/inbox/identity/${m.id}${q}`)).signals;
+      const typed = expectOk(await byType.get(`/inbox/identity/${m.id}${q}`)).signals;
       expect(typed.every((s: any) => ['pulse', 'task'].includes(s.signal_type))).toBe(true);
       expect(typed.map((s: any) => s.id)).toEqual(expect.arrayContaining([pulseAllowed.id, pulseDenied.id, pulseNoRing.id, taskDeploy.id]));
 
-      const ringed = ok(await byRing.get(`/inbox/@${m.name}${q}`)).signals;
+      const ringed = expectOk(await byRing.get(`/inbox/@${m.name}${q}`)).signals;
       expect(ringed.every((s: any) => s.to_ring === 'allowed')).toBe(true);
       expect(ringed.map((s: any) => s.id)).toEqual(expect.arrayContaining([pulseAllowed.id, taskAlertRing.id, taskDeploy.id]));
-      expect(ok(await byRing.get(`/inbox/identity/${m.id}${q}&ring=allowed`)).signals.map((s: any) => s.id)).toContain(taskAlertRing.id);
+      expect(expectOk(await byRing.get(`/inbox/identity/${m.id}${q}&ring=allowed`)).signals.map((s: any) => s.id)).toContain(taskAlertRing.id);
 
-      const tasked = ok(await byTask.get(`/inbox/identity/${m.id}${q}`)).signals.map((s: any) => s.id);
+      const tasked = expectOk(await byTask.get(`/inbox/identity/${m.id}${q}`)).signals.map((s: any) => s.id);
       expect(tasked).toContain(alert.id);
       expect(tasked).not.toContain(taskDeploy.id);
     });
@@ -242,8 +225,8 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
   describe('membership', () => {
     it('an identity without an active membership → POLICY_MEMBERSHIP_REQUIRED on emit, claim, ack and inbox actions', async () => {
       const s = await join(root.client, 'suspended');
-      const task = await emit(root.client, { signal_type: 'task', content: 'for anyone' });
-      const note = await emit(root.client, { signal_type: 'pulse', content: 'for s', to_identity: s.id });
+      const task = await emitOk(root.client, { signal_type: 'task', content: 'for anyone' });
+      const note = await emitOk(root.client, { signal_type: 'pulse', content: 'for s', to_identity: s.id });
       // seed: the membership record as an admin suspension would leave it
       const cur = await svc.store.get<Record<string, unknown>>(`membership:${s.id}`);
       expect(cur?.value.status).toBe('active');
@@ -275,7 +258,7 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       const now = await svc.store.get<Record<string, unknown>>(`membership:${s.id}`);
       expect((await svc.store.commit([{ op: 'put', key: `membership:${s.id}`, value: { ...now!.value, status: 'active' }, expect: now!.version }])).ok).toBe(true);
       expect((await s.client.post('/emit', { signal_type: 'pulse', content: 'back' })).status).toBe(201);
-      expect(ok(await s.client.post('/inbox/acknowledge', { signal_id: note.id })).state).toBe('acknowledged');
+      expect(expectOk(await s.client.post('/inbox/acknowledge', { signal_id: note.id })).state).toBe('acknowledged');
     });
   });
 
@@ -283,7 +266,7 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
     it('a revoked key → 401 AUTH_KEY_REVOKED everywhere', async () => {
       const k = await scopedKey(m, {});
       expect((await k.client.post('/emit', { signal_type: 'pulse', content: 'before revoke' })).status).toBe(201);
-      const rev = ok(await root.client.post(`/admin/api-keys/${k.id}/revoke`));
+      const rev = expectOk(await root.client.post(`/admin/api-keys/${k.id}/revoke`));
       expect(rev).toMatchObject({ id: k.id, owner: m.id, revoked: true });
       expect(rev).not.toHaveProperty('hash');
       expectError(await k.client.post('/emit', { signal_type: 'pulse', content: 'after' }), 401, 'AUTH_KEY_REVOKED');
@@ -296,19 +279,19 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
 
     it('a rotated key: the old one is revoked, the new one works with the same permissions', async () => {
       const k = await scopedKey(m, { permissions: { signal_types: ['pulse'], rings: ['allowed'] }, ring_scopes: ['allowed'], rate_limit: 77 });
-      const rot = ok(await root.client.post(`/admin/api-keys/${k.id}/rotate`));
+      const rot = expectOk(await root.client.post(`/admin/api-keys/${k.id}/rotate`));
       expect(Object.keys(rot).sort()).toEqual(['api_key', 'id']);
       expect(rot.id).not.toBe(k.id);
       expect(rot.api_key).not.toBe(k.data.api_key);
       expectError(await k.client.post('/emit', { signal_type: 'pulse', content: 'old', to_ring: 'allowed' }), 401, 'AUTH_KEY_REVOKED');
 
       const fresh = new Client(svc.url, rot.api_key);
-      expect((await emit(fresh, { signal_type: 'pulse', content: 'new', to_ring: 'allowed' })).from_identity).toBe(m.id);
+      expect((await emitOk(fresh, { signal_type: 'pulse', content: 'new', to_ring: 'allowed' })).from_identity).toBe(m.id);
       expectError(await fresh.post('/emit', { signal_type: 'alert', content: 'x', to_ring: 'allowed' }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await fresh.post('/emit', { signal_type: 'pulse', content: 'x', to_ring: 'denied' }), 403, 'AUTH_SCOPE_DENIED');
       expectError(await fresh.get('/signals/list?type=alert'), 403, 'AUTH_SCOPE_DENIED');
 
-      const listed = ok(await root.client.get('/admin/api-keys'));
+      const listed = expectOk(await root.client.get('/admin/api-keys'));
       const oldRec = listed.find((x: any) => x.id === k.id);
       const newRec = listed.find((x: any) => x.id === rot.id);
       expect(oldRec.revoked).toBe(true);
@@ -318,7 +301,7 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
 
     it('a revoked key cannot be rotated back to life; unknown key ids are 404', async () => {
       const k = await scopedKey(m, {});
-      ok(await root.client.post(`/admin/api-keys/${k.id}/revoke`));
+      expectOk(await root.client.post(`/admin/api-keys/${k.id}/revoke`));
       expectError(await root.client.post(`/admin/api-keys/${k.id}/rotate`), 403, 'POLICY_DENIED');
       expectError(await k.client.get('/roles'), 401, 'AUTH_KEY_REVOKED');
       expectError(await root.client.post('/admin/api-keys/key_000000000000000000000000/revoke'), 404, 'NOT_FOUND');
@@ -327,19 +310,19 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
 
     it('ring scopes and ring filters match ring names without regard to case; signals keep the ring\'s own spelling', async () => {
       const k = await scopedKey(m, { permissions: { rings: ['Allowed'] } });
-      const sig = await emit(k.client, { signal_type: 'pulse', content: 'case', to_ring: 'ALLOWED' });
+      const sig = await emitOk(k.client, { signal_type: 'pulse', content: 'case', to_ring: 'ALLOWED' });
       expect(sig.to_ring).toBe('allowed');
-      const fromAdmin = await emit(root.client, { signal_type: 'pulse', content: 'case admin', to_ring: 'aLLowed' });
+      const fromAdmin = await emitOk(root.client, { signal_type: 'pulse', content: 'case admin', to_ring: 'aLLowed' });
       const seen = (await listAll(k.client)).map((x) => x.id);
       expect(seen).toEqual(expect.arrayContaining([sig.id, fromAdmin.id]));
-      const filtered = ok(await k.client.get('/signals/list?to_ring=ALLOWED&limit=100')).signals.map((x: any) => x.id);
+      const filtered = expectOk(await k.client.get('/signals/list?to_ring=ALLOWED&limit=100')).signals.map((x: any) => x.id);
       expect(filtered).toEqual(expect.arrayContaining([sig.id, fromAdmin.id]));
       expectError(await k.client.post('/emit', { signal_type: 'pulse', content: 'x', to_ring: 'Denied' }), 403, 'AUTH_SCOPE_DENIED');
     });
 
     it('GET /admin/api-keys lists every key without a hash; non-admins get AUTH_ADMIN_REQUIRED on every key route', async () => {
       const k = await scopedKey(other, { permissions: { task_types: ['x'] } });
-      const listed = ok(await root.client.get('/admin/api-keys'));
+      const listed = expectOk(await root.client.get('/admin/api-keys'));
       expect(Array.isArray(listed)).toBe(true);
       expect(listed.length).toBeGreaterThanOrEqual(4);
       for (const rec of listed) {

@@ -3,40 +3,24 @@
  * answers, refused moves, one identity's receipt never changing another's, a snooze ending by itself, and
  * a snooze ending across a killed and restarted server (durable timer).
  */
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
-import type { Res } from '../helpers/client.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, spawnServer, startServer, type BackendEnv, type ChildServer } from '../helpers/server.js';
-import { expectError, waitFor } from './support.js';
+import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
+import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 const RECEIPT_KEYS = ['acknowledged_at', 'identity_id', 'resolved_at', 'signal_id', 'snoozed_until', 'state', 'updated_at'];
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 
-const ok = (r: Res) => {
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return r.body.data;
-};
-
 /** The item for one signal in the member's own inbox, or undefined when the inbox does not show it. */
 async function item(m: Member, signalId: string, query = ''): Promise<any | undefined> {
   const r = await m.client.get(`/inbox/identity/${m.id}?limit=100${query}`);
-  return ok(r).signals.find((s: any) => s.id === signalId);
+  return expectOk(r).signals.find((s: any) => s.id === signalId);
 }
 
 describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-
-  beforeAll(async () => {
-    be = await backendEnv(backend);
-  });
-  afterAll(async () => {
-    await be?.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-  });
+  const servers = serversOn(backend);
 
   describe('one server', () => {
     let svc: Service;
@@ -45,9 +29,7 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
     let b: Member;
 
     beforeAll(async () => {
-      const env = await be.env();
-      if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-      svc = await startServer(env);
+      svc = await servers.start();
       root = await bootstrap(svc.url);
       a = await join(root.client, 'recv-a');
       b = await join(root.client, 'recv-b');
@@ -58,17 +40,13 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
       await svc?.close();
     });
 
-    const emitTo = async (m: Member, content = 'for you') => {
-      const r = await root.client.post('/emit', { signal_type: 'pulse', content, to_identity: m.id });
-      expect(r.status, JSON.stringify(r.body)).toBe(201);
-      return r.body.data.id as string;
-    };
+    const emitTo = async (m: Member, content = 'for you') => (await emitOk(root, { signal_type: 'pulse', content, to_identity: m.id })).id as string;
 
     it('acknowledge answers the receipt and the inbox shows it acknowledged', async () => {
       const id = await emitTo(a);
       expect((await item(a, id)).receipt_state).toBe('unread');
       const t0 = Date.now();
-      const r = ok(await a.client.post('/inbox/acknowledge', { signal_id: id }));
+      const r = expectOk(await a.client.post('/inbox/acknowledge', { signal_id: id }));
       expect(Object.keys(r).sort()).toEqual(RECEIPT_KEYS);
       expect(r).toMatchObject({ signal_id: id, identity_id: a.id, state: 'acknowledged', snoozed_until: null, resolved_at: null });
       expect(Date.parse(r.acknowledged_at)).toBeGreaterThanOrEqual(t0 - 1000);
@@ -78,8 +56,8 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
 
     it('resolve answers the receipt, hides the item by default and shows it with include_resolved', async () => {
       const id = await emitTo(a);
-      ok(await a.client.post('/inbox/acknowledge', { signal_id: id }));
-      const r = ok(await a.client.post('/inbox/resolve', { signal_id: id }));
+      expectOk(await a.client.post('/inbox/acknowledge', { signal_id: id }));
+      const r = expectOk(await a.client.post('/inbox/resolve', { signal_id: id }));
       expect(Object.keys(r).sort()).toEqual(RECEIPT_KEYS);
       expect(r).toMatchObject({ signal_id: id, identity_id: a.id, state: 'resolved', snoozed_until: null });
       expect(typeof r.acknowledged_at).toBe('string');
@@ -88,13 +66,13 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
       expect(await item(a, id, '&include_resolved=true')).toMatchObject({ receipt_state: 'resolved' });
       // straight from unread, too
       const direct = await emitTo(a);
-      expect(ok(await a.client.post('/inbox/resolve', { signal_id: direct }))).toMatchObject({ state: 'resolved', acknowledged_at: null });
+      expect(expectOk(await a.client.post('/inbox/resolve', { signal_id: direct }))).toMatchObject({ state: 'resolved', acknowledged_at: null });
     });
 
     it('snooze hides the item until then; unsnooze returns it to the state it was in', async () => {
       const id = await emitTo(a);
       const until = inAnHour();
-      const s = ok(await a.client.post('/inbox/snooze', { signal_id: id, until }));
+      const s = expectOk(await a.client.post('/inbox/snooze', { signal_id: id, until }));
       expect(Object.keys(s).sort()).toEqual(RECEIPT_KEYS);
       expect(s).toMatchObject({ signal_id: id, identity_id: a.id, state: 'snoozed', snoozed_until: until, acknowledged_at: null, resolved_at: null });
       expect(await item(a, id)).toBeUndefined();
@@ -102,22 +80,22 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
 
       // snoozing again moves the deadline
       const later = new Date(Date.now() + 7_200_000).toISOString();
-      expect(ok(await a.client.post('/inbox/snooze', { signal_id: id, until: later })).snoozed_until).toBe(later);
+      expect(expectOk(await a.client.post('/inbox/snooze', { signal_id: id, until: later })).snoozed_until).toBe(later);
 
-      const u = ok(await a.client.post('/inbox/unsnooze', { signal_id: id }));
+      const u = expectOk(await a.client.post('/inbox/unsnooze', { signal_id: id }));
       expect(u).toMatchObject({ signal_id: id, identity_id: a.id, state: 'unread', snoozed_until: null });
       expect(await item(a, id)).toMatchObject({ receipt_state: 'unread', snoozed_until: null });
 
       // an acknowledged item snoozed and unsnoozed comes back acknowledged
-      ok(await a.client.post('/inbox/acknowledge', { signal_id: id }));
-      expect(ok(await a.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() })).state).toBe('snoozed');
-      expect(ok(await a.client.post('/inbox/unsnooze', { signal_id: id }))).toMatchObject({ state: 'acknowledged', snoozed_until: null });
+      expectOk(await a.client.post('/inbox/acknowledge', { signal_id: id }));
+      expect(expectOk(await a.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() })).state).toBe('snoozed');
+      expect(expectOk(await a.client.post('/inbox/unsnooze', { signal_id: id }))).toMatchObject({ state: 'acknowledged', snoozed_until: null });
       // a snoozed item can be acknowledged or resolved directly
-      expect(ok(await a.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() })).state).toBe('snoozed');
-      expect(ok(await a.client.post('/inbox/resolve', { signal_id: id }))).toMatchObject({ state: 'resolved', snoozed_until: null });
+      expect(expectOk(await a.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() })).state).toBe('snoozed');
+      expect(expectOk(await a.client.post('/inbox/resolve', { signal_id: id }))).toMatchObject({ state: 'resolved', snoozed_until: null });
       const other = await emitTo(a);
-      ok(await a.client.post('/inbox/snooze', { signal_id: other, until: inAnHour() }));
-      expect(ok(await a.client.post('/inbox/acknowledge', { signal_id: other }))).toMatchObject({ state: 'acknowledged', snoozed_until: null });
+      expectOk(await a.client.post('/inbox/snooze', { signal_id: other, until: inAnHour() }));
+      expect(expectOk(await a.client.post('/inbox/acknowledge', { signal_id: other }))).toMatchObject({ state: 'acknowledged', snoozed_until: null });
     });
 
     it('refuses invalid moves with 422 SIGNAL_DELIVERY_INVALID_TRANSITION and changes nothing', async () => {
@@ -126,13 +104,13 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
       expect(await item(a, unread)).toMatchObject({ receipt_state: 'unread' });
 
       const acked = await emitTo(a);
-      ok(await a.client.post('/inbox/acknowledge', { signal_id: acked }));
+      expectOk(await a.client.post('/inbox/acknowledge', { signal_id: acked }));
       expectError(await a.client.post('/inbox/acknowledge', { signal_id: acked }), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
       expectError(await a.client.post('/inbox/unsnooze', { signal_id: acked }), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
       expect(await item(a, acked)).toMatchObject({ receipt_state: 'acknowledged' });
 
       const resolved = await emitTo(a);
-      ok(await a.client.post('/inbox/resolve', { signal_id: resolved }));
+      expectOk(await a.client.post('/inbox/resolve', { signal_id: resolved }));
       for (const [path, body] of [
         ['/inbox/acknowledge', {}],
         ['/inbox/resolve', {}],
@@ -168,19 +146,19 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
       expect((await item(a, id)).receipt_state).toBe('unread');
       expect((await item(b, id)).receipt_state).toBe('unread');
 
-      expect(ok(await a.client.post('/inbox/resolve', { signal_id: id }))).toMatchObject({ identity_id: a.id, state: 'resolved' });
+      expect(expectOk(await a.client.post('/inbox/resolve', { signal_id: id }))).toMatchObject({ identity_id: a.id, state: 'resolved' });
       expect(await item(a, id)).toBeUndefined();
       expect(await item(b, id)).toMatchObject({ receipt_state: 'unread', snoozed_until: null });
 
-      expect(ok(await b.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() }))).toMatchObject({ identity_id: b.id, state: 'snoozed' });
+      expect(expectOk(await b.client.post('/inbox/snooze', { signal_id: id, until: inAnHour() }))).toMatchObject({ identity_id: b.id, state: 'snoozed' });
       expect(await item(a, id, '&include_resolved=true&include_snoozed=true')).toMatchObject({ receipt_state: 'resolved', snoozed_until: null });
-      expect(ok(await b.client.post('/inbox/acknowledge', { signal_id: id }))).toMatchObject({ identity_id: b.id, state: 'acknowledged' });
+      expect(expectOk(await b.client.post('/inbox/acknowledge', { signal_id: id }))).toMatchObject({ identity_id: b.id, state: 'acknowledged' });
       // a's resolve did not block b; b's moves did not touch a
       expect(await item(b, id)).toMatchObject({ receipt_state: 'acknowledged' });
       expect(await item(a, id, '&include_resolved=true')).toMatchObject({ receipt_state: 'resolved' });
       // the role inbox shows each reader their own receipt
-      const roleA = ok(await a.client.get('/inbox/pair?include_resolved=true')).signals.find((s: any) => s.id === id);
-      const roleB = ok(await b.client.get('/inbox/pair')).signals.find((s: any) => s.id === id);
+      const roleA = expectOk(await a.client.get('/inbox/pair?include_resolved=true')).signals.find((s: any) => s.id === id);
+      const roleB = expectOk(await b.client.get('/inbox/pair')).signals.find((s: any) => s.id === id);
       expect([roleA.receipt_state, roleB.receipt_state]).toEqual(['resolved', 'acknowledged']);
     });
 
@@ -192,9 +170,9 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
 
     it('a snooze ends by itself at until', async () => {
       const id = await emitTo(b);
-      ok(await b.client.post('/inbox/acknowledge', { signal_id: id }));
+      expectOk(await b.client.post('/inbox/acknowledge', { signal_id: id }));
       const until = new Date(Date.now() + 300).toISOString();
-      expect(ok(await b.client.post('/inbox/snooze', { signal_id: id, until })).state).toBe('snoozed');
+      expect(expectOk(await b.client.post('/inbox/snooze', { signal_id: id, until })).state).toBe('snoozed');
       await expectHiddenBefore(id, Date.parse(until));
       const back = await waitFor('the snooze to end', () => item(b, id), (x) => x !== undefined, 5000);
       expect(back).toMatchObject({ receipt_state: 'acknowledged', snoozed_until: null });
@@ -202,7 +180,7 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
 
       const id2 = await emitTo(b);
       const until2 = Date.now() + 300;
-      expect(ok(await b.client.post('/inbox/snooze', { signal_id: id2, until: new Date(until2).toISOString() })).state).toBe('snoozed');
+      expect(expectOk(await b.client.post('/inbox/snooze', { signal_id: id2, until: new Date(until2).toISOString() })).state).toBe('snoozed');
       await expectHiddenBefore(id2, until2);
       const back2 = await waitFor('the second snooze to end', () => item(b, id2), (x) => x !== undefined, 5000);
       expect(back2).toMatchObject({ receipt_state: 'unread', snoozed_until: null });
@@ -216,8 +194,7 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
     });
 
     it('a snooze ends after the server was killed and started again on the same data', async () => {
-      const env = await be.env();
-      if (env.DATA_DIR) dirs.push(env.DATA_DIR);
+      const env = await servers.env();
       child = await spawnServer(env);
       const root = await bootstrap(child.url);
       const m = await join(root.client, 'sleeper');
@@ -225,7 +202,7 @@ describe.each(BACKENDS)('inbox receipts on %s', (backend) => {
       expect(emitted.status).toBe(201);
       const id = emitted.body.data.id;
       const until = Date.now() + 1500;
-      ok(await m.client.post('/inbox/snooze', { signal_id: id, until: new Date(until).toISOString() }));
+      expectOk(await m.client.post('/inbox/snooze', { signal_id: id, until: new Date(until).toISOString() }));
       expect(await item(m, id)).toBeUndefined();
       // the kill must land before the timer is due, or this would not test the restart
       expect(Date.now(), 'setup took too long: the snooze was already due before the kill').toBeLessThan(until - 300);

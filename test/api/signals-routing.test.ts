@@ -3,36 +3,16 @@
  * identity or nobody (broadcast) lands in; target_capabilities; unknown targets; strict and lenient signal
  * types; fields kept as given; threads and their sequences; signals of a deleted role or ring stay readable.
  */
-import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, listAll } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
 describe.each(BACKENDS)('signal routing on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-  const services: Service[] = [];
-
-  async function server(extra: Record<string, string> = {}): Promise<Service> {
-    const env = await be.env(extra);
-    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-    const svc = await startServer(env);
-    services.push(svc);
-    return svc;
-  }
-
-  beforeAll(async () => {
-    be = await backendEnv(backend);
-  });
-  afterAll(async () => {
-    await Promise.all(services.map((s) => s.close()));
-    await be?.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-  });
+  const servers = serversOn(backend);
 
   describe('one organization', () => {
     let svc: Service;
@@ -47,17 +27,9 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
     let outsider: Member;
     let everyone: Member[];
 
-    const emit = async (m: Member, body: Record<string, unknown>) => {
-      const r = await m.client.post('/emit', body);
-      expect(r.status, JSON.stringify(r.body)).toBe(201);
-      return r.body.data;
-    };
-
     /** Ids in the member's own identity inbox (read by the admin, so nothing is marked delivered). */
     async function inboxIds(m: Member, query = ''): Promise<string[]> {
-      const r = await root.client.get(`/inbox/identity/${m.id}?limit=100${query}`);
-      expect(r.status, JSON.stringify(r.body)).toBe(200);
-      return r.body.data.signals.map((s: any) => s.id);
+      return expectOk(await root.client.get(`/inbox/identity/${m.id}?limit=100${query}`)).signals.map((s: any) => s.id);
     }
 
     /** The members whose inbox holds the signal, by name. */
@@ -68,7 +40,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
     }
 
     beforeAll(async () => {
-      svc = await server();
+      svc = await servers.start();
       root = await bootstrap(svc.url);
       a1 = await join(root.client, 'a1', { capabilities: ['gpu'] });
       a2 = await join(root.client, 'a2');
@@ -83,7 +55,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
 
     describe('who a signal reaches', () => {
       it('to_role reaches the identity inboxes of its fillers only, and the role inbox', async () => {
-        const s = await emit(outsider, { signal_type: 'task', content: 'build it', to_role: 'builders' });
+        const s = await emitOk(outsider, { signal_type: 'task', content: 'build it', to_role: 'builders' });
         expect(s).toMatchObject({ to_role: 'builders', to_ring: null, to_identity: null });
         expect(await reached(s.id)).toEqual(['a1', 'a2']);
         const roleInbox = await outsider.client.get('/inbox/builders?limit=100');
@@ -92,26 +64,26 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       });
 
       it('role and ring names match case-insensitively on emit', async () => {
-        const s = await emit(root, { signal_type: 'pulse', content: 'case', to_role: 'BUILDERS' });
+        const s = await emitOk(root, { signal_type: 'pulse', content: 'case', to_role: 'BUILDERS' });
         expect(await reached(s.id)).toEqual(['a1', 'a2']);
-        const r = await emit(root, { signal_type: 'pulse', content: 'case', to_ring: 'Core' });
+        const r = await emitOk(root, { signal_type: 'pulse', content: 'case', to_ring: 'Core' });
         expect(await reached(r.id)).toEqual(['a2', 'b1']);
       });
 
       it('to_ring reaches its members only', async () => {
-        const s = await emit(root, { signal_type: 'sense', content: 'ring news', to_ring: 'core' });
+        const s = await emitOk(root, { signal_type: 'sense', content: 'ring news', to_ring: 'core' });
         expect(s).toMatchObject({ to_ring: 'core', to_role: null, to_identity: null });
         expect(await reached(s.id)).toEqual(['a2', 'b1']);
       });
 
       it('to_identity reaches only that identity (not even the admin or the sender)', async () => {
-        const s = await emit(a1, { signal_type: 'query', content: 'just you', to_identity: b1.id });
+        const s = await emitOk(a1, { signal_type: 'query', content: 'just you', to_identity: b1.id });
         expect(s.to_identity).toBe(b1.id);
         expect(await reached(s.id)).toEqual(['b1']);
       });
 
       it('a signal with no target is a broadcast that reaches everyone, the sender included', async () => {
-        const s = await emit(a2, { signal_type: 'alert', content: 'all hands' });
+        const s = await emitOk(a2, { signal_type: 'alert', content: 'all hands' });
         expect(s).toMatchObject({ to_role: null, to_ring: null, to_identity: null });
         expect(await reached(s.id)).toEqual(['a1', 'a2', 'b1', 'outsider', 'root']);
         // a member who joins later sees it too
@@ -120,33 +92,33 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       });
 
       it('role and ring together reach the union of both', async () => {
-        const s = await emit(root, { signal_type: 'pulse', content: 'both', to_role: 'builders', to_ring: 'core' });
+        const s = await emitOk(root, { signal_type: 'pulse', content: 'both', to_role: 'builders', to_ring: 'core' });
         expect(await reached(s.id)).toEqual(['a1', 'a2', 'b1']);
       });
 
       it('target_capabilities narrows role, ring and broadcast delivery to identities having all of them', async () => {
-        const role = await emit(root, { signal_type: 'task', content: 'gpu builders', to_role: 'builders', target_capabilities: ['gpu'] });
+        const role = await emitOk(root, { signal_type: 'task', content: 'gpu builders', to_role: 'builders', target_capabilities: ['gpu'] });
         expect(role.target_capabilities).toEqual(['gpu']);
         expect(await reached(role.id)).toEqual(['a1']);
 
-        const ring = await emit(root, { signal_type: 'task', content: 'gpu+py core', to_ring: 'core', target_capabilities: ['gpu', 'py'] });
+        const ring = await emitOk(root, { signal_type: 'task', content: 'gpu+py core', to_ring: 'core', target_capabilities: ['gpu', 'py'] });
         expect(await reached(ring.id)).toEqual(['b1']);
-        const ringGpu = await emit(root, { signal_type: 'task', content: 'gpu core', to_ring: 'core', target_capabilities: ['gpu'] });
+        const ringGpu = await emitOk(root, { signal_type: 'task', content: 'gpu core', to_ring: 'core', target_capabilities: ['gpu'] });
         expect(await reached(ringGpu.id)).toEqual(['b1']);
 
-        const nobody = await emit(root, { signal_type: 'task', content: 'quantum builders', to_role: 'builders', target_capabilities: ['quantum'] });
+        const nobody = await emitOk(root, { signal_type: 'task', content: 'quantum builders', to_role: 'builders', target_capabilities: ['quantum'] });
         expect(await reached(nobody.id)).toEqual([]);
 
-        const broadcast = await emit(root, { signal_type: 'pulse', content: 'py people', target_capabilities: ['py'] });
+        const broadcast = await emitOk(root, { signal_type: 'pulse', content: 'py people', target_capabilities: ['py'] });
         expect(await reached(broadcast.id)).toEqual(['b1', 'outsider']);
 
         // direct delivery always reaches, whatever capabilities are asked for
-        const direct = await emit(root, { signal_type: 'query', content: 'direct', to_identity: a2.id, target_capabilities: ['gpu'] });
+        const direct = await emitOk(root, { signal_type: 'query', content: 'direct', to_identity: a2.id, target_capabilities: ['gpu'] });
         expect(await reached(direct.id)).toEqual(['a2']);
       });
 
       it('follows fills and ring membership as they change', async () => {
-        const s = await emit(root, { signal_type: 'pulse', content: 'moving target', to_ring: 'core' });
+        const s = await emitOk(root, { signal_type: 'pulse', content: 'moving target', to_ring: 'core' });
         const ring = (await root.client.get('/rings')).body.data.find((r: any) => r.name === 'core');
         expect((await root.client.put(`/rings/${ring.id}`, { members: [a1.id, a2.id, b1.id] })).status).toBe(200);
         expect(await reached(s.id)).toEqual(['a1', 'a2', 'b1']);
@@ -157,11 +129,11 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       it('routing by a role survives its rename', async () => {
         const role = (await root.client.post('/roles', { name: 'scouts' })).body.data;
         expect((await root.client.post('/fills', { identity_id: outsider.id, role_id: role.id })).status).toBe(201);
-        const s = await emit(root, { signal_type: 'pulse', content: 'scouting', to_role: 'scouts' });
+        const s = await emitOk(root, { signal_type: 'pulse', content: 'scouting', to_role: 'scouts' });
         expect((await root.client.put(`/roles/${role.id}`, { name: 'rangers' })).status).toBe(200);
         expect(await reached(s.id)).toEqual(['outsider']);
         expectError(await root.client.post('/emit', { signal_type: 'pulse', content: 'x', to_role: 'scouts' }), 404, 'SIGNAL_NOT_FOUND', 'to_role');
-        expect((await emit(root, { signal_type: 'pulse', content: 'renamed', to_role: 'rangers' })).to_role).toBe('rangers');
+        expect((await emitOk(root, { signal_type: 'pulse', content: 'renamed', to_role: 'rangers' })).to_role).toBe('rangers');
       });
     });
 
@@ -178,12 +150,12 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       });
 
       it('accepts a non-canonical type and flags it in metadata; canonical types are not flagged', async () => {
-        const custom = await emit(a1, { signal_type: 'celebration', content: 'party', metadata: { mood: 'happy' } });
+        const custom = await emitOk(a1, { signal_type: 'celebration', content: 'party', metadata: { mood: 'happy' } });
         expect(custom).toMatchObject({ signal_type: 'celebration', base_type: 'custom', metadata: { mood: 'happy', noncanonical_type: true } });
-        const bare = await emit(a1, { signal_type: 'celebration', content: 'no metadata' });
+        const bare = await emitOk(a1, { signal_type: 'celebration', content: 'no metadata' });
         expect(bare.metadata).toEqual({ noncanonical_type: true });
         for (const t of ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift']) {
-          const s = await emit(a1, { signal_type: t, content: t, metadata: { k: t } });
+          const s = await emitOk(a1, { signal_type: t, content: t, metadata: { k: t } });
           expect(s).toMatchObject({ signal_type: t, base_type: t });
           expect(s.metadata).toEqual({ k: t });
         }
@@ -199,7 +171,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
         const tags = ['project:apollo', 'Mixed Case', 'ünïcode', 'x'];
         const metadata = { nested: { deep: [1, 'two', { three: null }] }, flag: false, n: 1.25, empty: {} };
         const payload = { task_type: 'build', steps: [{ name: 'a', ok: true }], blob: 'x'.repeat(300) };
-        const s = await emit(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id, resources: [{ uri: 'r://1' }] });
+        const s = await emitOk(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id, resources: [{ uri: 'r://1' }] });
         expect(s).toMatchObject({ tags, metadata, payload, resources: [{ uri: 'r://1' }] });
         const listed = (await listAll(root.client)).find((x) => x.id === s.id);
         expect(listed).toMatchObject({ tags, metadata, payload });
@@ -213,11 +185,11 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
 
     describe('threads', () => {
       it('numbers a thread 0, 1, 2, … in commit order and any member id returns the whole thread in order', async () => {
-        const r = await emit(root, { signal_type: 'query', content: 'root' });
+        const r = await emitOk(root, { signal_type: 'query', content: 'root' });
         expect(r).toMatchObject({ sequence: 0, parent_id: null, thread_id: r.id });
-        const c1 = await emit(a1, { signal_type: 'pulse', content: 'reply 1', parent_id: r.id });
-        const c2 = await emit(b1, { signal_type: 'pulse', content: 'reply to reply', parent_id: c1.id });
-        const c3 = await emit(a2, { signal_type: 'pulse', content: 'reply 2', parent_id: r.id });
+        const c1 = await emitOk(a1, { signal_type: 'pulse', content: 'reply 1', parent_id: r.id });
+        const c2 = await emitOk(b1, { signal_type: 'pulse', content: 'reply to reply', parent_id: c1.id });
+        const c3 = await emitOk(a2, { signal_type: 'pulse', content: 'reply 2', parent_id: r.id });
         expect([c1, c2, c3].map((s) => [s.sequence, s.parent_id, s.thread_id])).toEqual([
           [1, r.id, r.id],
           [2, c1.id, r.id],
@@ -231,14 +203,14 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
           expect(t.body.data.signals.map((s: any) => s.sequence)).toEqual([0, 1, 2, 3]);
         }
         // another thread is its own
-        const other = await emit(root, { signal_type: 'pulse', content: 'other root' });
+        const other = await emitOk(root, { signal_type: 'pulse', content: 'other root' });
         expect((await root.client.get(`/thread/${other.id}`)).body.data.signals.map((s: any) => s.id)).toEqual([other.id]);
       });
 
       it('concurrent replies get distinct consecutive sequences, and the thread lists them in sequence order', async () => {
-        const r = await emit(root, { signal_type: 'proposal', content: 'busy thread' });
+        const r = await emitOk(root, { signal_type: 'proposal', content: 'busy thread' });
         const members = [a1, a2, b1, outsider, root];
-        const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => emit(members[i % members.length], { signal_type: 'pulse', content: `r${i}`, parent_id: r.id })));
+        const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => emitOk(members[i % members.length], { signal_type: 'pulse', content: `r${i}`, parent_id: r.id })));
         expect(replies.map((s) => s.sequence).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
         const t = (await a1.client.get(`/thread/${replies[7].id}`)).body.data.signals;
         expect(t.map((s: any) => s.sequence)).toEqual(Array.from({ length: 21 }, (_, i) => i));
@@ -256,8 +228,8 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       it('signals routed to a deleted role stay readable via /signals/list?to_role= and /thread', async () => {
         const role = (await root.client.post('/roles', { name: 'temporary' })).body.data;
         expect((await root.client.post('/fills', { identity_id: a1.id, role_id: role.id })).status).toBe(201);
-        const s = await emit(root, { signal_type: 'task', content: 'for the temps', to_role: 'temporary' });
-        const reply = await emit(a1, { signal_type: 'pulse', content: 'on it', parent_id: s.id, to_role: 'temporary' });
+        const s = await emitOk(root, { signal_type: 'task', content: 'for the temps', to_role: 'temporary' });
+        const reply = await emitOk(a1, { signal_type: 'pulse', content: 'on it', parent_id: s.id, to_role: 'temporary' });
         expect((await root.client.del(`/roles/${role.id}`)).status).toBe(200);
 
         const listed = await a2.client.get('/signals/list?to_role=temporary');
@@ -276,7 +248,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
 
       it('signals routed to a deleted ring stay readable via /signals/list?to_ring= and /thread', async () => {
         const ring = (await root.client.post('/rings', { name: 'ephemeral', members: [b1.id] })).body.data;
-        const s = await emit(root, { signal_type: 'alert', content: 'ring gone soon', to_ring: 'ephemeral' });
+        const s = await emitOk(root, { signal_type: 'alert', content: 'ring gone soon', to_ring: 'ephemeral' });
         expect((await root.client.del(`/rings/${ring.id}`)).status).toBe(200);
         const listed = await b1.client.get('/signals/list?to_ring=ephemeral');
         expect(listed.body.data.signals.map((x: any) => x.id)).toEqual([s.id]);
@@ -289,7 +261,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
   describe('STRICT_SIGNAL_TYPES=true', () => {
     let root: Member;
     beforeAll(async () => {
-      const svc = await server({ STRICT_SIGNAL_TYPES: 'true' });
+      const svc = await servers.start({ STRICT_SIGNAL_TYPES: 'true' });
       root = await bootstrap(svc.url);
     });
 
@@ -297,9 +269,7 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       expectError(await root.client.post('/emit', { signal_type: 'celebration', content: 'party' }), 400, 'SIGNAL_EMIT_INVALID_TYPE', 'signal_type');
       expectError(await root.client.post('/emit', { signal_type: 'Pulse', content: 'case matters' }), 400, 'SIGNAL_EMIT_INVALID_TYPE', 'signal_type');
       for (const t of ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift']) {
-        const r = await root.client.post('/emit', { signal_type: t, content: t });
-        expect(r.status, JSON.stringify(r.body)).toBe(201);
-        expect(r.body.data.metadata).toEqual({});
+        expect((await emitOk(root, { signal_type: t, content: t })).metadata).toEqual({});
       }
       expect((await listAll(root.client)).map((s) => s.signal_type)).not.toContain('celebration');
     });

@@ -2,39 +2,23 @@
  * The walking skeleton over real HTTP, on both backends: bootstrap and invites, the envelope, auth refusals,
  * emit, claim and ack with the task lease, lease expiry up to dead letter, paging, and health.
  */
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { issueKey } from '../../src/auth/keys.js';
 import type { Op } from '../../src/store/port.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, startServer, type BackendEnv } from '../helpers/server.js';
-import { expectError, findSignal, ULID, waitFor } from './support.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, findSignal, ULID, waitFor } from './support.js';
 
 describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
-  let be: BackendEnv;
-  const dirs: string[] = [];
-
-  /** A server on a fresh data dir / Redis prefix of this backend. */
-  async function server(extra: Record<string, string> = {}): Promise<Service> {
-    const env = await be.env(extra);
-    if (env.DATA_DIR) dirs.push(env.DATA_DIR);
-    return startServer(env);
-  }
-
-  beforeAll(async () => {
-    be = await backendEnv(backend);
-  });
-  afterAll(async () => {
-    await be.stop();
-    await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
-  });
+  /** Each describe's server is on a fresh data dir / Redis prefix of this backend. */
+  const servers = serversOn(backend);
 
   describe('bootstrap and invites', () => {
     let svc: Service;
     let anon: Client;
     beforeAll(async () => {
-      svc = await server();
+      svc = await servers.start();
       anon = new Client(svc.url);
     });
     afterAll(() => svc.close());
@@ -82,7 +66,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
     let root: Member;
     let anon: Client;
     beforeAll(async () => {
-      svc = await server();
+      svc = await servers.start();
       root = await bootstrap(svc.url);
       anon = new Client(svc.url);
     });
@@ -113,18 +97,12 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
     let alice: Member;
     let bob: Member;
     beforeAll(async () => {
-      svc = await server({ TASK_LEASE_MS: '60000' });
+      svc = await servers.start({ TASK_LEASE_MS: '60000' });
       root = await bootstrap(svc.url);
       alice = await join(root.client, 'alice');
       bob = await join(root.client, 'bob');
     });
     afterAll(() => svc.close());
-
-    const emit = async (m: Member, body: Record<string, unknown>) => {
-      const r = await m.client.post('/emit', body);
-      expect(r.status, JSON.stringify(r.body)).toBe(201);
-      return r.body.data;
-    };
 
     describe('envelope', () => {
       it('wraps success as {data, meta:{request_id}}', async () => {
@@ -219,7 +197,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
 
     describe('emit', () => {
       it('returns the Signal with the service defaults', async () => {
-        const task = await emit(alice, { signal_type: 'task', content: 'do it', urgency: 0.8, tags: ['a'], metadata: { k: 1 } });
+        const task = await emitOk(alice, { signal_type: 'task', content: 'do it', urgency: 0.8, tags: ['a'], metadata: { k: 1 } });
         expect(task).toMatchObject({
           signal_type: 'task',
           base_type: 'task',
@@ -240,7 +218,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
         expect(Number.isNaN(Date.parse(task.created_at))).toBe(false);
         expect(task).not.toHaveProperty('max_attempts');
 
-        const pulse = await emit(alice, { signal_type: 'pulse', content: 'hi', from_identity: alice.id });
+        const pulse = await emitOk(alice, { signal_type: 'pulse', content: 'hi', from_identity: alice.id });
         expect(pulse).toMatchObject({ task_status: null, delivery_state: 'pending', protocol_version: 'svc/1.0', from_identity: alice.id, urgency: 0.5 });
       });
 
@@ -250,7 +228,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
 
       it('gives ULID ids that increase', async () => {
         const ids: string[] = [];
-        for (let i = 0; i < 10; i++) ids.push((await emit(bob, { signal_type: 'sense', content: `n${i}` })).id);
+        for (let i = 0; i < 10; i++) ids.push((await emitOk(bob, { signal_type: 'sense', content: `n${i}` })).id);
         for (const id of ids) expect(id).toMatch(ULID);
         expect([...ids].sort()).toEqual(ids);
         expect(new Set(ids).size).toBe(ids.length);
@@ -266,7 +244,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
 
     describe('claim and ack', () => {
       it('claim leases the task for TASK_LEASE_MS, or body lease_ms; the claimer renews', async () => {
-        const task = await emit(root, { signal_type: 'task', content: 'lease me' });
+        const task = await emitOk(root, { signal_type: 'task', content: 'lease me' });
         const before = Date.now();
         const c = await alice.client.post('/claim', { signal_id: task.id });
         const after = Date.now();
@@ -283,7 +261,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
         expect(renewed.body.data).toMatchObject({ claimed_by: alice.id, claimed_at: s.claimed_at, delivery_state: 'leased' });
         expect(Date.parse(renewed.body.data.claim_expires_at)).toBeGreaterThan(Date.parse(s.claim_expires_at));
 
-        const other = await emit(root, { signal_type: 'task', content: 'short lease' });
+        const other = await emitOk(root, { signal_type: 'task', content: 'short lease' });
         const short = await bob.client.post('/claim', { signal_id: other.id, lease_ms: 5000 });
         expect(short.status).toBe(200);
         expect(Date.parse(short.body.data.claim_expires_at) - Date.parse(short.body.data.claimed_at)).toBe(5000);
@@ -293,11 +271,11 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
       });
 
       it('refuses claims with the rule codes', async () => {
-        const task = await emit(root, { signal_type: 'task', content: 'contested' });
+        const task = await emitOk(root, { signal_type: 'task', content: 'contested' });
         expect((await alice.client.post('/claim', { signal_id: task.id })).status).toBe(200);
         expectError(await bob.client.post('/claim', { signal_id: task.id }), 409, 'SIGNAL_CLAIM_CONFLICT');
 
-        const pulse = await emit(root, { signal_type: 'pulse', content: 'not a task' });
+        const pulse = await emitOk(root, { signal_type: 'pulse', content: 'not a task' });
         expectError(await alice.client.post('/claim', { signal_id: pulse.id }), 422, 'SIGNAL_CLAIM_NOT_TASK');
         expectError(await alice.client.post('/claim', { signal_id: '01ARZ3NDEKTSV4RRFFQ69G5FAV' }), 404, 'SIGNAL_NOT_FOUND');
 
@@ -307,7 +285,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
       });
 
       it('ack by the claimer completes the task; others and repeats are refused', async () => {
-        const task = await emit(root, { signal_type: 'task', content: 'finish me' });
+        const task = await emitOk(root, { signal_type: 'task', content: 'finish me' });
         expectError(await alice.client.post('/ack', { signal_id: task.id }), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION'); // unclaimed task
         expect((await alice.client.post('/claim', { signal_id: task.id })).status).toBe(200);
         expectError(await bob.client.post('/ack', { signal_id: task.id }), 403, 'SIGNAL_ACK_UNAUTHORIZED');
@@ -322,7 +300,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
       });
 
       it('ack of a non-task moves it from pending to acked, once', async () => {
-        const alert = await emit(root, { signal_type: 'alert', content: 'seen?' });
+        const alert = await emitOk(root, { signal_type: 'alert', content: 'seen?' });
         const ack = await bob.client.post('/ack', { signal_id: alert.id });
         expect(ack.status).toBe(200);
         expect(ack.body.data).toMatchObject({ id: alert.id, delivery_state: 'acked', task_status: null });
@@ -330,7 +308,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
       });
 
       it("ack outcome 'failed' releases the task for another claim", async () => {
-        const task = await emit(root, { signal_type: 'task', content: 'might fail' });
+        const task = await emitOk(root, { signal_type: 'task', content: 'might fail' });
         expect((await alice.client.post('/claim', { signal_id: task.id })).status).toBe(200);
         const failed = await alice.client.post('/ack', { signal_id: task.id, outcome: 'failed' });
         expect(failed.status, JSON.stringify(failed.body)).toBe(200);
@@ -343,7 +321,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
 
       it('20 concurrent claims by 20 identities: exactly one wins', async () => {
         const members = await Promise.all(Array.from({ length: 20 }, (_, i) => join(root.client, `racer-${i}`)));
-        const task = await emit(root, { signal_type: 'task', content: 'race' });
+        const task = await emitOk(root, { signal_type: 'task', content: 'race' });
         const results = await Promise.all(members.map((m) => m.client.post('/claim', { signal_id: task.id })));
         const winners = results.filter((r) => r.status === 200);
         const losers = results.filter((r) => r.status !== 200);
@@ -382,7 +360,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
     let svc: Service;
     let root: Member;
     beforeAll(async () => {
-      svc = await server({ BODY_LIMIT_BYTES: '1024' });
+      svc = await servers.start({ BODY_LIMIT_BYTES: '1024' });
       root = await bootstrap(svc.url);
     });
     afterAll(() => svc.close());
@@ -400,7 +378,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
     let root: Member;
     const ids: string[] = [];
     beforeAll(async () => {
-      svc = await server();
+      svc = await servers.start();
       root = await bootstrap(svc.url);
       for (let i = 0; i < 23; i++) {
         const r = await root.client.post('/emit', { signal_type: i % 3 === 0 ? 'task' : 'pulse', content: `s${i}` });
@@ -466,7 +444,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
     let root: Member;
     let worker: Member;
     beforeAll(async () => {
-      svc = await server({ TASK_LEASE_MS: '150', MAX_DELIVERY_ATTEMPTS: '3' });
+      svc = await servers.start({ TASK_LEASE_MS: '150', MAX_DELIVERY_ATTEMPTS: '3' });
       root = await bootstrap(svc.url);
       worker = await join(root.client, 'worker');
     });

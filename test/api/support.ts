@@ -1,8 +1,20 @@
-/** Small shared assertions for API and e2e tests: the error envelope, and bounded polling for an eventual state. */
+/** Small shared assertions for API and e2e tests: a success status, emit, the error envelope, and bounded polling for an eventual state. */
 import { expect } from 'vitest';
-import type { Client, Res } from '../helpers/client.js';
+import type { Client, Member, Res } from '../helpers/client.js';
 
 export const ULID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** Asserts the status (the body is the message when it differs) and returns the envelope's `data`. */
+export function expectOk(res: Res, status = 200): any {
+  expect(res.status, JSON.stringify(res.body)).toBe(status);
+  return res.body.data;
+}
+
+/** POST /emit as a member or with a client: expects 201 and returns the signal. */
+export async function emitOk(by: Member | Client, body: Record<string, unknown>): Promise<any> {
+  const client = 'client' in by ? by.client : by;
+  return expectOk(await client.post('/emit', body), 201);
+}
 
 /** Asserts the one error envelope: status, code, a request id, a message, details, and a docs_url naming the code. */
 export function expectError(res: Res, status: number, code: string, field?: string): void {

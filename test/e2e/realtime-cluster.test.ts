@@ -4,15 +4,13 @@
  * concurrently. Every socket receives every signal meant for it exactly once, none meant for others, with
  * strictly increasing cursors; an admin SSE stream on one instance sees what is emitted on the other.
  */
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, expectIncreasing, pool, PushSocket, SseStream } from '../helpers/push.js';
-import { startRedis, type RedisServer } from '../helpers/redis.js';
-import { spawnServer, type ChildServer } from '../helpers/server.js';
+import { serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
 
 describe('realtime across two instances on one Redis', () => {
-  let redis: RedisServer;
+  const servers = serversOn('redis');
   let a: ChildServer;
   let b: ChildServer;
   let root: Member;
@@ -30,8 +28,7 @@ describe('realtime across two instances on one Redis', () => {
   const streams: SseStream[] = [];
 
   beforeAll(async () => {
-    redis = await startRedis();
-    const env = { REDIS_URL: redis.url, REDIS_PREFIX: 'c' + randomBytes(6).toString('hex') };
+    const env = await servers.env();
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
     root = await bootstrap(a.url);
     direct = await join(root.client, 'direct');
@@ -51,7 +48,6 @@ describe('realtime across two instances on one Redis', () => {
     for (const s of streams) s.close();
     await Promise.all(sockets.map((s) => s.close()));
     await Promise.all([a?.stop(), b?.stop()]);
-    await redis?.stop();
   });
 
   it('every socket on either instance gets each signal meant for it exactly once, in cursor order', async () => {

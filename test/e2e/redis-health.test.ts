@@ -30,15 +30,20 @@ describe('health with Redis going away and coming back', () => {
     svc = await startServer({ REDIS_URL: redis.url, REDIS_PREFIX: `health${process.pid}` });
     anon = new Client(svc.url);
   });
+  /** Stops the redis-server the first test brought back on the old port, if it is running. */
+  async function stopAgain(): Promise<void> {
+    if (!again) return;
+    const exited = new Promise((r) => again!.proc.once('exit', r));
+    again.proc.kill('SIGTERM');
+    await exited;
+    await rm(again.dir, { recursive: true, force: true });
+    again = undefined;
+  }
+
   afterAll(async () => {
     await svc?.close();
     await redis?.stop();
-    if (again) {
-      const exited = new Promise((r) => again!.proc.once('exit', r));
-      again.proc.kill('SIGTERM');
-      await exited;
-      await rm(again.dir, { recursive: true, force: true });
-    }
+    await stopAgain();
   });
 
   it('200 while Redis is up, 503 HEALTH_DB_UNREACHABLE once it stops, 200 when it is back', async () => {
@@ -80,13 +85,7 @@ describe('health with Redis going away and coming back', () => {
 
   it('shuts down while Redis is down instead of hanging', async () => {
     await redis.stop();
-    if (again) {
-      const exited = new Promise((r) => again!.proc.once('exit', r));
-      again.proc.kill('SIGTERM');
-      await exited;
-      await rm(again.dir, { recursive: true, force: true });
-      again = undefined;
-    }
+    await stopAgain();
     expectError(await waitFor('Redis to be gone', () => anon.get('/health'), (r) => r.status === 503), 503, 'HEALTH_DB_UNREACHABLE');
     const closing = svc!.close().then(() => 'closed');
     svc = undefined;

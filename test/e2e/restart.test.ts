@@ -6,15 +6,13 @@
  * One crash per backend: before it, 50 emits answered 201 and one task claimed under a lease; after it,
  * each test checks one consequence on the restarted process.
  */
-import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, BACKENDS, spawnServer, type BackendEnv, type ChildServer } from '../helpers/server.js';
+import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
 import { findSignal, listAll, waitFor } from '../api/support.js';
 
 describe.each(BACKENDS)('SIGKILL and restart on %s', (backend) => {
-  let be: BackendEnv;
-  let dataDir: string | undefined;
+  const servers = serversOn(backend);
   let first: ChildServer | undefined;
   let second: ChildServer | undefined;
   let root: Member;
@@ -26,9 +24,7 @@ describe.each(BACKENDS)('SIGKILL and restart on %s', (backend) => {
   let claim: any;
 
   beforeAll(async () => {
-    be = await backendEnv(backend);
-    const env = await be.env();
-    dataDir = env.DATA_DIR;
+    const env = await servers.env();
 
     const t0 = Date.now();
     first = await spawnServer(env);
@@ -62,8 +58,6 @@ describe.each(BACKENDS)('SIGKILL and restart on %s', (backend) => {
   afterAll(async () => {
     await first?.stop('SIGKILL');
     await second?.stop('SIGTERM');
-    await be?.stop();
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   });
 
   it('every emit answered 201 before the kill is there after restart, in order', async () => {

@@ -4,22 +4,20 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { backendEnv, spawnServer, type BackendEnv, type ChildServer } from '../helpers/server.js';
+import { serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
 import { expectError, findSignal } from '../api/support.js';
 
 describe('two instances on one Redis', () => {
-  let be: BackendEnv;
+  const servers = serversOn('redis');
   let a: ChildServer | undefined;
   let b: ChildServer | undefined;
 
   beforeAll(async () => {
-    be = await backendEnv('redis');
-    const env = await be.env({ TASK_LEASE_MS: '60000' });
+    const env = await servers.env({ TASK_LEASE_MS: '60000' });
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
-    await be?.stop();
   });
 
   it('20 concurrent claims split across both instances: exactly one winner, seen by both', async () => {

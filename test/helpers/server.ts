@@ -4,6 +4,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { afterAll, beforeAll } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
@@ -16,16 +18,24 @@ export interface BackendEnv {
   backend: Backend;
   /** env for a server on this backend; the same env (same data dir / same Redis prefix) restarts onto the same data */
   env(extra?: Record<string, string>): Promise<Record<string, string>>;
+  /** Stops the backend's redis-server, or removes every data dir `env()` handed out. */
   stop(): Promise<void>;
 }
 
-/** One per test file and backend: a temp data dir, or a redis-server started for this file. */
+/** One per test file and backend: temp data dirs (removed by `stop()`), or a redis-server started for this file. */
 export async function backendEnv(backend: Backend): Promise<BackendEnv> {
   if (backend === 'embedded') {
+    const dirs: string[] = [];
     return {
       backend,
-      env: async (extra = {}) => ({ DATA_DIR: await tempDir('svc-data-'), ...extra }),
-      stop: async () => {},
+      env: async (extra = {}) => {
+        const dir = await tempDir('svc-data-');
+        dirs.push(dir);
+        return { DATA_DIR: dir, ...extra };
+      },
+      stop: async () => {
+        await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+      },
     };
   }
   const redis = await startRedis();
@@ -33,6 +43,59 @@ export async function backendEnv(backend: Backend): Promise<BackendEnv> {
     backend,
     env: async (extra = {}) => ({ REDIS_URL: redis.url, REDIS_PREFIX: 't' + randomBytes(6).toString('hex'), ...extra }),
     stop: () => redis.stop(),
+  };
+}
+
+export interface Servers {
+  /** The backend env of this describe (set once its beforeAll has run). */
+  readonly backend: BackendEnv;
+  /** A fresh env (new data dir / Redis prefix) on this backend, for servers the test starts itself. */
+  env(extra?: Record<string, string>): Promise<Record<string, string>>;
+  /** An in-process server on a fresh env; closed in this describe's afterAll unless closed before (close is idempotent). */
+  start(extra?: Record<string, string>): Promise<Started>;
+}
+
+/** A server `Servers.start()` made, with the env it runs on (for a script or a restart on the same data). */
+export interface Started extends Service {
+  env: Record<string, string>;
+}
+
+/**
+ * The per-describe fixture of the API and e2e tests: call it in a `describe` body. Its beforeAll sets up the
+ * backend; its afterAll closes every server `start()` made (also after a failed test) and then stops the
+ * backend, which removes the data dirs. Hooks a describe registers after it run inside it: before hooks after
+ * its beforeAll, after hooks before its afterAll.
+ */
+export function serversOn(backend: Backend): Servers {
+  let be: BackendEnv | undefined;
+  const started: Started[] = [];
+  beforeAll(async () => {
+    be = await backendEnv(backend);
+  });
+  afterAll(async () => {
+    try {
+      await Promise.all(started.splice(0).map((s) => s.close()));
+    } finally {
+      await be?.stop();
+    }
+  });
+  const current = (): BackendEnv => {
+    if (!be) throw new Error(`serversOn(${backend}): used before its beforeAll ran`);
+    return be;
+  };
+  return {
+    get backend() {
+      return current();
+    },
+    env: (extra) => current().env(extra),
+    async start(extra) {
+      const env = await current().env(extra);
+      const svc = await startServer(env);
+      let closing: Promise<void> | undefined;
+      const once: Started = { ...svc, env, close: () => (closing ??= svc.close()) };
+      started.push(once);
+      return once;
+    },
   };
 }
 
