@@ -7,6 +7,7 @@ import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
+import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
@@ -47,6 +48,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     runtime,
     invites: new Invites(runtime),
     apiKeys: new ApiKeys(runtime),
+    identities: new Identities(store, presence),
     org,
     signals,
     inbox,

@@ -2,6 +2,7 @@ import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { compile } from '../http/validate.js';
 import type { Principal } from '../identity/model.js';
+import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
 
 const Strings = Type.Optional(Type.Array(Type.String()));
@@ -15,7 +16,16 @@ const KeyCreate = compile(
   }),
 );
 
-export const adminRoutes = ({ apiKeys }: Services): Route<Principal>[] => [
+const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
+
+export const adminRoutes = ({ apiKeys, identities }: Services): Route<Principal>[] => [
+  {
+    method: 'get',
+    path: '/identities',
+    auth: 'admin',
+    query: ListQuery,
+    handler: async (r) => pageReply('identities', await identities.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
+  },
   { method: 'get', path: '/admin/api-keys', auth: 'admin', handler: async () => ({ data: await apiKeys.list() }) },
   { method: 'post', path: '/admin/api-keys', auth: 'admin', body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal.identity.id, r.body) }) },
   { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.params.id) }) },

@@ -1,6 +1,7 @@
 import type { Config } from '../config.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
+import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -14,6 +15,7 @@ export interface Services {
   runtime: Runtime;
   invites: Invites;
   apiKeys: ApiKeys;
+  identities: Identities;
   org: Org;
   signals: Signals;
   inbox: Inbox;

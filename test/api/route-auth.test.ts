@@ -1,0 +1,62 @@
+/**
+ * Every route of the route table refuses what its auth mode refuses: no key, an unknown key, and (admin
+ * routes) a member's key. The sweep reads the real table, so a route added later is covered too.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { routes, type Services } from '../../src/api/index.js';
+import type { Route } from '../../src/http/server.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { expectError, expectOk } from './support.js';
+
+const table: Route[] = routes({} as Services);
+const METHOD = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', del: 'DELETE' } as const;
+const pathOf = (r: Route) => r.path.replace(/:[A-Za-z_]+/g, 'x');
+const call = (c: Client, r: Route) => c.req(METHOD[r.method], pathOf(r), r.method === 'get' || r.method === 'del' ? undefined : {});
+
+describe.each(BACKENDS)('route auth on %s', (backend) => {
+  const servers = serversOn(backend);
+  let url: string;
+  let root: Member;
+  let member: Member;
+
+  beforeAll(async () => {
+    url = (await servers.start()).url;
+    root = await bootstrap(url);
+    member = await join(root.client, 'member');
+  });
+
+  it('the table has routes of every auth mode', () => {
+    expect(new Set(table.map((r) => r.auth))).toEqual(new Set(['public', 'optional', 'key', 'admin']));
+  });
+
+  it.each(table.filter((r) => r.auth === 'key' || r.auth === 'admin').map((r) => [`${METHOD[r.method]} ${r.path}`, r] as const))('%s: no key → AUTH_KEY_MISSING, unknown key → AUTH_KEY_INVALID', async (_, r) => {
+    expectError(await call(new Client(url), r), 401, 'AUTH_KEY_MISSING');
+    expectError(await call(new Client(url, 'svc_not-a-key'), r), 401, 'AUTH_KEY_INVALID');
+  });
+
+  it.each(table.filter((r) => r.auth === 'admin').map((r) => [`${METHOD[r.method]} ${r.path}`, r] as const))('%s: a member key → AUTH_ADMIN_REQUIRED', async (_, r) => {
+    expectError(await call(member.client, r), 403, 'AUTH_ADMIN_REQUIRED');
+  });
+
+  it.each(table.filter((r) => r.auth === 'optional').map((r) => [`${METHOD[r.method]} ${r.path}`, r] as const))('%s: an unknown key is refused, not ignored', async (_, r) => {
+    expectError(await call(new Client(url, 'svc_not-a-key'), r), 401, 'AUTH_KEY_INVALID');
+  });
+
+  it('GET /identities (admin) pages identities newest first, with last_seen moved by a request', async () => {
+    const before = expectOk(await root.client.get('/identities?limit=1'));
+    expect(before.identities).toHaveLength(1);
+    expect(before.identities[0].id).toBe(member.id);
+    expect(before.has_more).toBe(true);
+    const rest = expectOk(await root.client.get(`/identities?limit=1&after=${before.cursor}`));
+    expect(rest.identities.map((i: any) => i.id)).toEqual([root.id]);
+    expect(rest).toMatchObject({ cursor: null, has_more: false });
+
+    const seenAtJoin = Date.parse(before.identities[0].last_seen);
+    await new Promise((r) => setTimeout(r, 20));
+    expectOk(await member.client.get('/roles'));
+    const after = expectOk(await root.client.get('/identities')).identities.find((i: any) => i.id === member.id);
+    expect(Date.parse(after.last_seen)).toBeGreaterThan(seenAtJoin);
+    expectError(await root.client.get('/identities?limit=0'), 400, 'VALIDATION_INVALID_TYPE', 'limit');
+  });
+});
