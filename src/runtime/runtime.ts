@@ -32,14 +32,9 @@ export interface ActorKind<C = any> {
 export interface Committed<C> {
   id: string;
   record: ActorRecord<C>;
-  previous: ActorRecord<C> | undefined;
-  version: number;
-  seqs: number[];
 }
 
 export interface SendOptions<C> {
-  /** extra ops committed atomically with the transition (audit entries, push log appends, ...) */
-  extra?: (next: ActorRecord<C>, prev: ActorRecord<C>) => Op[];
   /** for timer events: a refused or ignored event is not an error */
   quiet?: boolean;
   /** the code for a missing actor, where the route names its own */
@@ -57,7 +52,6 @@ export class Runtime {
   private kinds = new Map<string, ActorKind>();
   private queues = new Map<string, Promise<unknown>>();
   private timerLoop: NodeJS.Timeout | undefined;
-  private polling = false;
   private stopped = false;
 
   constructor(
@@ -124,10 +118,8 @@ export class Runtime {
         ...diffIndexes(before ? k.indexes(before) : [], k.indexes(record)),
         ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
         ...journalOps(k, record, before),
-        ...(opts.extra?.(record, cur.value) ?? []),
       ];
-      const res = await this.store.commit(ops);
-      if (res.ok) return { id, record, previous: before, version: cur.version + 1, seqs: res.seqs };
+      if ((await this.store.commit(ops)).ok) return { id, record };
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
@@ -153,17 +145,13 @@ export class Runtime {
   }
 
   startTimers(): void {
+    // the next poll is scheduled only after this one finished, so polls never overlap
     const tick = async () => {
       if (this.stopped) return;
-      if (!this.polling) {
-        this.polling = true;
-        try {
-          await this.fireDueTimers();
-        } catch (e) {
-          this.log.warn({ err: e }, 'timer poll failed');
-        } finally {
-          this.polling = false;
-        }
+      try {
+        await this.fireDueTimers();
+      } catch (e) {
+        this.log.warn({ err: e }, 'timer poll failed');
       }
       if (!this.stopped) this.timerLoop = setTimeout(tick, this.pollMs);
     };
