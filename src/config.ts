@@ -18,6 +18,7 @@ export interface Config {
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
   sseHeartbeatMs: number;
+  wsIdleTimeoutS: number;
 }
 
 export class ConfigError extends Error {}
@@ -73,5 +74,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
     pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024),
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
+    // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
+    wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
   });
 }

@@ -177,7 +177,7 @@ export function parseCursor(v: unknown): number {
 
 export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
   app.ws<SocketData>('/ws', {
-    idleTimeout: 60,
+    idleTimeout: rt.config.wsIdleTimeoutS,
     sendPingsAutomatically: true,
     maxPayloadLength: 1024 * 1024,
     maxBackpressure: 64 * 1024 * 1024,
