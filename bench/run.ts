@@ -20,7 +20,7 @@ import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bootstrap } from '../test/helpers/client.js';
-import { startRedis, tempDir, type RedisServer } from '../test/helpers/redis.js';
+import { startRedis, tempDir, waitExit, type RedisServer } from '../test/helpers/redis.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const EMIT_LUA = join(ROOT, 'bench', 'emit.lua');
@@ -53,17 +53,6 @@ function track(proc: ChildProcess): ChildProcess {
   children.add(proc);
   proc.once('exit', () => children.delete(proc));
   return proc;
-}
-
-function waitExit(proc: ChildProcess, ms: number): Promise<boolean> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), ms);
-    proc.once('exit', () => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
 }
 
 async function stopChild(proc: ChildProcess): Promise<void> {

@@ -76,7 +76,8 @@ function pingOnce(port: number): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+/** Resolves true once the child has exited, false if it has not within `ms`. */
+export function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
   return new Promise((resolve) => {
     const t = setTimeout(() => resolve(false), ms);
