@@ -121,9 +121,12 @@ export class Signals {
     return signalView(record);
   }
 
-  /** The sequence counter of a thread moves in the same commit as the reply, so positions follow commit order. */
+  /**
+   * The sequence counter of a thread moves in the same commit as the reply, so positions follow commit order.
+   * A root writes none: the first reply creates the counter (expect absent).
+   */
   private async threadPosition(id: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
-    if (parentId === undefined) return { root: id, sequence: 0, ops: [{ op: 'put', key: threadSeqKey(id), value: { next: 1 }, expect: 0 }] };
+    if (parentId === undefined) return { root: id, sequence: 0, ops: [] };
     const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
     if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
     const root = parent.value.context.thread_id;
