@@ -19,6 +19,7 @@ export interface Config {
   pushMaxBufferBytes: number;
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
+  journalRetainEntries: number;
 }
 
 export class ConfigError extends Error {}
@@ -76,5 +77,6 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
+    journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
   });
 }

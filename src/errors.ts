@@ -99,6 +99,7 @@ export const catalogue = {
   // Not in the interface's table: the body size cap needs a code of its own (see docs/decisions.md).
   PAYLOAD_TOO_LARGE: [413, 'Request body exceeds the size cap'],
   PUSH_CONSUMER_TOO_SLOW: [429, 'Push consumer fell too far behind; reconnect and resume from your last cursor'],
+  PUSH_CURSOR_EXPIRED: [410, 'The journal no longer holds changes after this cursor; re-read your inbox, then resume from a current cursor'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

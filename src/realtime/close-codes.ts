@@ -4,6 +4,8 @@ export const CLOSE = {
   unauthorized: 4401,
   /** the consumer fell behind the per-socket buffer limit; resume from the last cursor */
   slowConsumer: 4008,
+  /** the journal no longer holds what follows the resume cursor: re-read the inbox, then resume afresh */
+  cursorExpired: 4410,
   /** the backend failed during a replay; reconnect and resume */
   internal: 1011,
 } as const;

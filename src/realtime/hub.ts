@@ -4,6 +4,7 @@
  * every entry once, in commit order. A subscriber that resumes from a cursor is replayed from the log
  * while live entries are buffered, then switched to live without a gap or a duplicate.
  */
+import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
 import type { LogEntry, Store } from '../store/port.js';
@@ -11,6 +12,8 @@ import type { LogEntry, Store } from '../store/port.js';
 const REPLAY_PAGE = 500;
 /** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
 const CATCH_UP_MS = 1000;
+/** journal entries dropped per trim step, so one step never holds the store for long */
+const TRIM_STEP = 10_000;
 
 export interface Subscriber {
   /** the last sequence this subscriber has passed (delivered or filtered out) */
@@ -36,10 +39,14 @@ export class Hub {
   private chain: Promise<void> = Promise.resolve();
   private unsubscribe: (() => Promise<void>) | undefined;
   private catchUp: NodeJS.Timeout | undefined;
+  /** the journal's first stored sequence, as last seen */
+  private journalStart = 1;
 
   constructor(
     private store: Store,
     private log: Logger,
+    /** how many journal entries to keep: the window a cursor can resume within */
+    private retain: number,
   ) {}
 
   async start(): Promise<void> {
@@ -47,8 +54,21 @@ export class Hub {
     this.lastSeq = await this.store.lastSeq(SIGNAL_LOG);
     this.catchUp = setInterval(() => {
       this.chain = this.chain.then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
+      void this.trim().catch((err) => this.log.warn({ err }, 'journal trim failed'));
     }, CATCH_UP_MS);
     this.catchUp.unref();
+  }
+
+  /** Keeps the last `retain` journal entries; every instance may run it, the store makes it idempotent. */
+  private async trim(): Promise<void> {
+    const before = this.lastSeq - this.retain + 1;
+    if (before > this.journalStart) this.journalStart = await this.store.trimLog(SIGNAL_LOG, before, TRIM_STEP);
+  }
+
+  /** Refuses a cursor whose following changes were trimmed away. */
+  async assertResumable(after: number): Promise<void> {
+    const start = await this.store.logStart(SIGNAL_LOG);
+    if (after + 1 < start) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String(start - 1) });
   }
 
   /** Processes whatever the stored journal has beyond this hub's position. */
@@ -91,6 +111,7 @@ export class Hub {
 
   /** Live from now, or replayed from `after` first. */
   async attach(sub: Subscriber, after?: number): Promise<void> {
+    if (after !== undefined) await this.assertResumable(after);
     const slot: Slot = { sub, replaying: after !== undefined, buffer: [] };
     this.slots.add(slot);
     this.bySub.set(sub, slot);
@@ -105,6 +126,7 @@ export class Hub {
   async resume(sub: Subscriber, after: number): Promise<void> {
     const slot = this.bySub.get(sub);
     if (!slot) return this.attach(sub, after);
+    await this.assertResumable(after);
     slot.replaying = true;
     await this.replay(slot, after);
   }
@@ -114,6 +136,8 @@ export class Hub {
     try {
       for (;;) {
         const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, slot.sub.lastSeq, REPLAY_PAGE);
+        // journal sequences have no holes: a missing next entry was trimmed while this replay ran
+        if (page.length && page[0].seq > slot.sub.lastSeq + 1) await this.assertResumable(slot.sub.lastSeq);
         for (const e of page) {
           await slot.sub.ready?.();
           if (!this.bySub.has(slot.sub)) return;

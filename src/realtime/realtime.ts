@@ -30,7 +30,7 @@ export class Realtime {
     readonly presence: Presence,
     private links: Links,
   ) {
-    this.hub = new Hub(store, log);
+    this.hub = new Hub(store, log, config.journalRetainEntries);
     this.reach = new ReachCache(org);
     this.deliverer = new Deliverer(signals);
   }

@@ -138,6 +138,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const principal = await principalForKey(rt.store, token, false);
         const after = lastEventId !== undefined ? parseCursor(lastEventId) : undefined;
+        if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
         const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: list(q.get('ring')), types: list(q.get('type')) });

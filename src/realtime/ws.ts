@@ -197,6 +197,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           if (!key) throw new AppError('AUTH_KEY_MISSING');
           const principal = await principalForKey(rt.store, key, false);
           const after = q.has('after') ? parseCursor(q.get('after')) : undefined;
+          if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
           if (aborted) return;
           res.cork(() => res.upgrade<SocketData>({ principal, key, after }, secKey, secProtocol, secExtensions, context));
@@ -216,6 +217,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       rt.presence.connected(d.principal.identity.id);
       conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });
       rt.hub.attach(conn, d.after).catch((err) => {
+        if (isAppError(err) && err.code === 'PUSH_CURSOR_EXPIRED') return conn.fatal(CLOSE.cursorExpired, err);
         rt.log.warn({ err }, 'websocket replay failed');
         conn.fatal(CLOSE.internal, new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor'));
       });

@@ -165,6 +165,26 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
     async lastSeq(log: string) {
       return meta.get(K('seq' + SEP + log)) ?? 0;
     },
+    async logStart(log: string) {
+      return meta.get(K('start' + SEP + log)) ?? 1;
+    },
+    async trimLog(log: string, before: number, limit: number) {
+      return root.transaction(() => {
+        const start = meta.get(K('start' + SEP + log)) ?? 1;
+        if (before <= start) return start;
+        let next = before;
+        let n = 0;
+        for (const k of [...logs.getKeys({ start: K(log + SEP + pad(start)), end: K(log + SEP + pad(before)) })]) {
+          if (n++ === limit) {
+            next = Number(S(k).slice(log.length + 1));
+            break;
+          }
+          logs.removeSync(k as Buffer);
+        }
+        meta.putSync(K('start' + SEP + log), next);
+        return next;
+      });
+    },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
       const h = fn as (e: LogEntry) => void;
       bus.on(log, h);

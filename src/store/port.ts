@@ -55,6 +55,10 @@ export interface Store {
   nextTimerAt(): Promise<number | undefined>;
   readLog<T>(log: string, afterSeq: number, limit: number): Promise<LogEntry<T>[]>;
   lastSeq(log: string): Promise<number>;
+  /** The lowest sequence still stored: 1 until the log was trimmed. */
+  logStart(log: string): Promise<number>;
+  /** Drops entries below `before` (at most `limit` of them per call); answers the new start. */
+  trimLog(log: string, before: number, limit: number): Promise<number>;
   /** Committed log entries, from any process sharing this store. */
   subscribe<T>(log: string, fn: (e: LogEntry<T>) => void): Promise<() => Promise<void>>;
   ping(): Promise<number>;

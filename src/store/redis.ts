@@ -59,6 +59,27 @@ if s and tonumber(s) == tonumber(ARGV[2]) then redis.call('ZREM', T, ARGV[1]) re
 return 0
 `;
 
+/*
+ * KEYS[1]: prefix  ARGV: log, before, limit.  Drops stream entries below `before`, at most `limit` of them,
+ * and records the new start.  Returns the start.
+ */
+const TRIM_LOG = `
+local S = KEYS[1] .. 'start:' .. ARGV[1]
+local L = KEYS[1] .. 'l:' .. ARGV[1]
+local start = tonumber(redis.call('GET', S) or '1')
+local before = tonumber(ARGV[2])
+if before <= start then return start end
+local over = redis.call('XRANGE', L, start .. '-0', '+', 'COUNT', tonumber(ARGV[3]) + 1)
+local nxt = before
+if #over > tonumber(ARGV[3]) then
+  local s = tonumber(string.match(over[#over][1], '^(%d+)'))
+  if s < nxt then nxt = s end
+end
+redis.call('XTRIM', L, 'MINID', nxt .. '-0')
+redis.call('SET', S, nxt)
+return nxt
+`;
+
 type Client = RedisClientType;
 
 export interface RedisStoreOptions {
@@ -139,6 +160,12 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
     },
     async lastSeq(log: string) {
       return Number((await client.get(P + 'seq:' + log)) ?? 0);
+    },
+    async logStart(log: string) {
+      return Number((await client.get(P + 'start:' + log)) ?? 1);
+    },
+    async trimLog(log: string, before: number, limit: number) {
+      return Number(await script(TRIM_LOG, [log, String(before), String(limit)]));
     },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
       if (!sub) {

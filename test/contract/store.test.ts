@@ -509,6 +509,25 @@ describe.each(backends)('Store contract: $name', (backend) => {
     expect(await s.lastSeq('A')).toBe(12);
   });
 
+  it('log: trimLog drops entries below a sequence, at most `limit` per call; logStart tells where the log begins', async () => {
+    await fresh();
+    expect(await s.logStart('j')).toBe(1);
+    for (let i = 1; i <= 12; i++) await s.commit([{ op: 'append', log: 'j', entry: { i } }]);
+    await s.commit([{ op: 'append', log: 'other', entry: { i: 1 } }]);
+    expect(await s.trimLog('j', 1, 100)).toBe(1); // nothing below 1
+    expect(await s.trimLog('j', 9, 3)).toBe(4); // only 1..3 this call
+    expect(await s.logStart('j')).toBe(4);
+    expect((await s.readLog('j', 0, 100)).map((e) => e.seq)).toEqual([4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(await s.trimLog('j', 9, 100)).toBe(9);
+    expect((await s.readLog('j', 0, 100)).map((e) => e.seq)).toEqual([9, 10, 11, 12]);
+    expect(await s.trimLog('j', 5, 100)).toBe(9); // never moves back
+    expect(await s.lastSeq('j')).toBe(12);
+    await s.commit([{ op: 'append', log: 'j', entry: { i: 13 } }]);
+    expect((await s.readLog('j', 12, 10)).map((e) => e.seq)).toEqual([13]);
+    expect(await s.logStart('other')).toBe(1);
+    expect((await s.readLog('other', 0, 10)).map((e) => e.seq)).toEqual([1]);
+  });
+
   it('log: a conflicting commit consumes no seq', async () => {
     await fresh();
     await s.commit([{ op: 'put', key: 'k', value: 0 }]);
