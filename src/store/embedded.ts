@@ -174,7 +174,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
         if (before <= start) return start;
         let next = before;
         let n = 0;
-        for (const k of [...logs.getKeys({ start: K(log + SEP + pad(start)), end: K(log + SEP + pad(before)) })]) {
+        for (const k of [...logs.getKeys({ start: K(log + SEP + pad(start)), end: K(log + SEP + pad(before)), limit: limit + 1 })]) {
           if (n++ === limit) {
             next = Number(S(k).slice(log.length + 1));
             break;
