@@ -69,18 +69,10 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
         case 'del':
           recs.removeSync(K(o.key));
           break;
-        case 'index': {
-          const k = K(o.index + SEP + o.member);
-          const present = idx.get(k) !== undefined;
-          if (o.remove && present) {
-            idx.removeSync(k);
-            bump(meta, 'count' + SEP + o.index, -1);
-          } else if (!o.remove && !present) {
-            idx.putSync(k, true);
-            bump(meta, 'count' + SEP + o.index, 1);
-          }
+        case 'index':
+          if (o.remove) idx.removeSync(K(o.index + SEP + o.member));
+          else idx.putSync(K(o.index + SEP + o.member), true);
           break;
-        }
         case 'timer':
           setTimer(o.key, o.at);
           break;
@@ -130,8 +122,9 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       }
       return out;
     },
+    // counted natively over the index's key range: no counter to keep on the write path
     async count(index: string) {
-      return meta.get(K('count' + SEP + index)) ?? 0;
+      return idx.getKeysCount({ start: K(index + SEP), end: K(index + END) });
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       return root.transaction(() => {
