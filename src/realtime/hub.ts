@@ -12,6 +12,8 @@ import type { LogEntry, Store } from '../store/port.js';
 const REPLAY_PAGE = 500;
 /** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
 const CATCH_UP_MS = 1000;
+/** how long a replay waits for a slow reader to make room before cutting it off */
+export const REPLAY_DRAIN_TIMEOUT_MS = 30_000;
 /** journal entries dropped per trim step, so one step never holds the store for long */
 const TRIM_STEP = 10_000;
 
@@ -170,4 +172,11 @@ export class Hub {
     this.slots.clear();
     this.bySub.clear();
   }
+}
+
+/** A cursor as clients send it: the decimal journal sequence of a push. */
+export function parseCursor(v: unknown, field = 'after'): number {
+  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < 0) throw new AppError('VALIDATION_INVALID_TYPE', `${field} must be a cursor from a push`, { field });
+  return n;
 }

@@ -12,12 +12,8 @@ import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
 import type { JournalEntry } from '../signals/kind.js';
 import { Audience } from './audience.js';
-import type { Subscriber } from './hub.js';
+import { parseCursor, REPLAY_DRAIN_TIMEOUT_MS, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
-import { parseCursor } from './ws.js';
-
-/** how long a replay waits for a reader to make room before ending the stream */
-const REPLAY_DRAIN_TIMEOUT_MS = 30_000;
 
 const list = (v: string | null) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : undefined);
 
@@ -137,7 +133,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         const token = q.get('token');
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const principal = await principalForKey(rt.store, token, false);
-        const after = lastEventId !== undefined ? parseCursor(lastEventId) : undefined;
+        const after = lastEventId !== undefined ? parseCursor(lastEventId, 'last_event_id') : undefined;
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;

@@ -14,7 +14,7 @@ import type { JournalEntry } from '../signals/kind.js';
 import { Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
-import type { Subscriber } from './hub.js';
+import { parseCursor, REPLAY_DRAIN_TIMEOUT_MS, type Subscriber } from './hub.js';
 
 interface SocketData {
   principal: Principal;
@@ -22,9 +22,6 @@ interface SocketData {
   after: number | undefined;
   conn?: Connection;
 }
-
-/** how long a replay waits for a reader to make room before cutting it off */
-const REPLAY_DRAIN_TIMEOUT_MS = 30_000;
 
 const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined);
 
@@ -167,12 +164,6 @@ class Connection implements Subscriber {
     this.peerGone = true;
     this.drained();
   }
-}
-
-export function parseCursor(v: unknown): number {
-  const n = typeof v === 'number' ? v : typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : NaN;
-  if (!Number.isSafeInteger(n) || n < 0) throw new AppError('VALIDATION_INVALID_TYPE', 'after must be a cursor from a push frame', { field: 'after' });
-  return n;
 }
 
 export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {

@@ -198,7 +198,7 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     const made = await root.client.post('/admin/api-keys', { owner: c1.id });
     expect((await root.client.post(`/admin/api-keys/${made.body.data.id}/revoke`)).status).toBe(200);
     expectError(await fetchJson(`${base}?token=${made.body.data.api_key}`), 401, 'AUTH_KEY_REVOKED');
-    expectError(await fetchJson(`${base}?token=${c1.key}&last_event_id=nope`), 400, 'VALIDATION_INVALID_TYPE', 'after');
+    expectError(await fetchJson(`${base}?token=${c1.key}&last_event_id=nope`), 400, 'VALIDATION_INVALID_TYPE', 'last_event_id');
 
     // the EventSource client gives up on a non-stream answer
     const es = new EventSource(`${base}?token=svc_not_a_key`);
