@@ -1,5 +1,6 @@
 /**
- * Embedded adapter: LMDB in DATA_DIR. One process owns the directory. Every commit is one LMDB write
+ * Embedded adapter: LMDB in DATA_DIR. One service process writes it (pub/sub is in-process); other processes,
+ * such as `npm run actors`, may read beside it. Every commit is one LMDB write
  * transaction (lmdb-js batches concurrent ones into a single fsync); version checks run inside it, so a
  * failed check writes nothing.
  */
