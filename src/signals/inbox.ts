@@ -126,8 +126,7 @@ export class Inbox {
     assertInScope(p.key, signal.context);
     if (action === 'SNOOZE' && (until === undefined || until <= now())) throw new AppError('VALIDATION_INVALID_TYPE', 'until must be a future timestamp', { field: 'until', reason: 'future' });
     const c = await this.rt.send<ReceiptContext>(RECEIPT, receiptId(p.identity.id, signalId), { type: action, until }, { create: () => newReceipt(p.identity.id, signalId, now()) });
-    const reach = await this.reachOf(p.identity.id);
-    if (Inbox.reaches(signal.context, p.identity, reach)) await this.signals.markDelivered([signal]);
+    if (signal.value === 'pending' && Inbox.reaches(signal.context, p.identity, await this.reachOf(p.identity.id))) await this.signals.markDelivered([signal]);
     return receiptView(c!.record, p.identity.id, signalId);
   }
 }
