@@ -20,6 +20,15 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, ms = 
   }
 }
 
+/** Waits until `seen()` holds every id in `ids`; fails naming how many are missing. */
+async function waitForIds(what: string, seen: () => string[], ids: string[], ms: number): Promise<void> {
+  const missing = () => {
+    const got = new Set(seen());
+    return ids.filter((id) => !got.has(id));
+  };
+  await waitFor(() => missing().length === 0, ms, () => `${what} for ${ids.length} ids, have ${seen().length} (missing ${missing().length})`);
+}
+
 export const wsUrl = (httpUrl: string) => httpUrl.replace(/^http/, 'ws') + '/ws';
 
 export interface Frame {
@@ -132,15 +141,8 @@ export class PushSocket {
   }
 
   /** Waits until the socket has received a `signal` frame for every id. */
-  async waitSignals(ids: string[], ms = 5000): Promise<void> {
-    await waitFor(
-      () => {
-        const got = new Set(this.signalIds());
-        return ids.every((id) => got.has(id));
-      },
-      ms,
-      () => `${this.label}: signal frames for ${ids.length} ids, have ${this.signalIds().length} (missing ${ids.filter((id) => !this.signalIds().includes(id)).length})`,
-    );
+  waitSignals(ids: string[], ms = 5000): Promise<void> {
+    return waitForIds(`${this.label}: signal frames`, () => this.signalIds(), ids, ms);
   }
 
   async waitUpdate(signalId: string, match: (signal: any) => boolean, what: string, ms = 5000): Promise<Frame> {
@@ -245,15 +247,9 @@ export class SseStream {
     return this.events.filter((e) => e.type === 'signal').map((e) => e.signal.id);
   }
 
-  async waitSignals(ids: string[], ms = 5000): Promise<void> {
-    await waitFor(
-      () => {
-        const got = new Set(this.signalIds());
-        return ids.every((id) => got.has(id));
-      },
-      ms,
-      () => `${this.label}: events for ${ids.length} signals, have ${this.signalIds().length}`,
-    );
+  /** Waits until the stream has received a `signal` event for every id. */
+  waitSignals(ids: string[], ms = 5000): Promise<void> {
+    return waitForIds(`${this.label}: signal events`, () => this.signalIds(), ids, ms);
   }
 
   close(): void {
