@@ -13,7 +13,7 @@ import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
 import { Org } from './org/service.js';
-import { Presence } from './realtime/presence.js';
+import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
 import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
@@ -45,7 +45,6 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const presence = new Presence(store);
   const services = {
     config,
-    runtime,
     invites: new Invites(runtime),
     apiKeys: new ApiKeys(runtime),
     identities: new Identities(store, presence),

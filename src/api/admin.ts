@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
-import { compile } from '../http/validate.js';
+import { compile } from '../validation.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';

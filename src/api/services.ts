@@ -4,7 +4,6 @@ import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
-import type { Runtime } from '../runtime/runtime.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
@@ -12,7 +11,6 @@ import type { Stats } from '../stats/service.js';
 /** What the thin handlers call into. */
 export interface Services {
   config: Readonly<Config>;
-  runtime: Runtime;
   invites: Invites;
   apiKeys: ApiKeys;
   identities: Identities;

@@ -31,10 +31,13 @@ export function issueKey(owner: string, opts: Partial<Pick<ApiKey, 'permissions'
   return { plain, record, ops };
 }
 
+/** The key of an `Authorization: Bearer <key>` header, or undefined. */
+export const bearerToken = (header: string | undefined): string | undefined => (header ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined);
+
 export async function authenticate(store: Store, header: string | undefined, admin: boolean): Promise<Principal> {
-  const m = header && /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!m) throw new AppError('AUTH_KEY_MISSING');
-  return principalForKey(store, m[1], admin);
+  const key = bearerToken(header);
+  if (!key) throw new AppError('AUTH_KEY_MISSING');
+  return principalForKey(store, key, admin);
 }
 
 export async function principalForKey(store: Store, plain: string, admin: boolean): Promise<Principal> {

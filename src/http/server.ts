@@ -8,7 +8,7 @@ import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
 import type { Links } from './links.js';
-import { validate, validateQuery, type Validator } from './validate.js';
+import { validate, validateQuery, type Validator } from '../validation.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
 /** public: no key; optional: a key if given; key: any valid key; admin: an admin identity's key */

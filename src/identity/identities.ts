@@ -1,6 +1,6 @@
 /** The identity directory (admin): identities with last_seen from presence. */
 import { iso } from '../clock.js';
-import type { Presence } from '../realtime/presence.js';
+import type { Presence } from '../presence/presence.js';
 import type { Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { indexes, keys, type Identity } from './model.js';

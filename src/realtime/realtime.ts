@@ -11,7 +11,7 @@ import type { Links } from '../http/links.js';
 import { ReachCache } from './audience.js';
 import { Deliverer } from './deliverer.js';
 import { Hub } from './hub.js';
-import type { Presence } from './presence.js';
+import type { Presence } from '../presence/presence.js';
 import { mountSse } from './sse.js';
 import { mountWebSocket } from './ws.js';
 

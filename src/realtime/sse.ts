@@ -6,6 +6,7 @@
  */
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { AppError } from '../errors.js';
+import { commaList } from '../validation.js';
 import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
@@ -14,8 +15,6 @@ import type { JournalEntry } from '../signals/kind.js';
 import { Audience } from './audience.js';
 import { parseCursor, REPLAY_DRAIN_TIMEOUT_MS, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
-
-const list = (v: string | null) => (v ? v.split(',').map((s) => s.trim()).filter(Boolean) : undefined);
 
 class Stream implements Subscriber {
   lastSeq = 0;
@@ -137,7 +136,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
-        const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: list(q.get('ring')), types: list(q.get('type')) });
+        const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
         stream = new Stream(x, rt, principal, audience, rid);
         await rt.hub.attach(stream, after);
       } catch (e) {

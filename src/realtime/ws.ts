@@ -6,10 +6,10 @@
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import { AppError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
-import { principalForKey } from '../auth/keys.js';
+import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
-import { validate } from '../http/validate.js';
-import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../api/signals.js';
+import { validate } from '../validation.js';
+import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
 import type { JournalEntry } from '../signals/kind.js';
 import { Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
@@ -183,7 +183,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       void (async () => {
         const rid = requestId();
         try {
-          const bearer = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1];
+          const bearer = bearerToken(header);
           const key = bearer ?? q.get('token') ?? '';
           if (!key) throw new AppError('AUTH_KEY_MISSING');
           const principal = await principalForKey(rt.store, key, false);

@@ -10,7 +10,7 @@ import { now } from '../clock.js';
 import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
-import { actorKey, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
@@ -99,8 +99,11 @@ export class Inbox {
       limit,
       load: async (members) => {
         const ids = members.map(idOfInboxMember);
-        const rows = await this.rt.store.getMany<ActorRecord<any>>([...ids.map((id) => actorKey(SIGNAL, id)), ...ids.map((id) => actorKey(RECEIPT, receiptId(reader.id, id)))]);
-        return ids.map((_, i) => (rows[i] ? { signal: rows[i]!.value, receipt: rows[ids.length + i]?.value } : undefined));
+        const [signals, receipts] = await Promise.all([
+          this.rt.loadMany<SignalContext>(SIGNAL, ids),
+          this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((id) => receiptId(reader.id, id))),
+        ]);
+        return ids.map((_, i) => (signals[i] ? { signal: signals[i]!, receipt: receipts[i] } : undefined));
       },
       keep: (row) => reaches(row.signal.context) && !outOfScope(p.key, row.signal.context) && matchesInbox(row, q),
     });

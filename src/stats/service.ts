@@ -2,7 +2,7 @@ import type { Health } from '../health/health.js';
 import { VERSION } from '../health/health.js';
 import { indexes } from '../identity/model.js';
 import { orgIndexes } from '../org/model.js';
-import type { Presence } from '../realtime/presence.js';
+import type { Presence } from '../presence/presence.js';
 import { signalIndexes } from '../signals/kind.js';
 import type { Store } from '../store/port.js';
 

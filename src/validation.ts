@@ -2,7 +2,7 @@
 import type { Static, TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { Value } from 'typebox/value';
-import { AppError, type ErrorCode } from '../errors.js';
+import { AppError, type ErrorCode } from './errors.js';
 
 export interface Validator<T = unknown> {
   schema: TSchema;
@@ -35,3 +35,6 @@ export function validateQuery<T>(v: Validator<T>, raw: Record<string, string>): 
   for (const k of Object.keys(raw)) if (typeof converted[k] === 'number' && (converted[k] as number) !== Number(raw[k])) converted[k] = raw[k];
   return validate(v, converted, undefined);
 }
+
+/** A comma-separated query value as a list of its non-empty, trimmed items. */
+export const commaList = (s: string | null | undefined): string[] | undefined => (s == null ? undefined : s.split(',').map((x) => x.trim()).filter(Boolean));

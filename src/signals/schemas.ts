@@ -1,0 +1,32 @@
+/** Request schemas of the signal operations, shared by every transport that offers them (REST, WebSocket). */
+import Type from 'typebox';
+import { compile } from '../validation.js';
+
+const Str = Type.String();
+const NonEmpty = Type.String({ minLength: 1 });
+
+export const EmitBody = compile(
+  Type.Object({
+    signal_type: Type.String({ minLength: 1, maxLength: 100 }),
+    content: Type.String(),
+    from_role: Type.Optional(Str),
+    from_identity: Type.Optional(Str),
+    to_role: Type.Optional(NonEmpty),
+    to_ring: Type.Optional(NonEmpty),
+    to_identity: Type.Optional(NonEmpty),
+    parent_id: Type.Optional(NonEmpty),
+    urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    tags: Type.Optional(Type.Array(Str)),
+    target_capabilities: Type.Optional(Type.Array(Str)),
+    routing_policy: Type.Optional(Str),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    payload: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    resources: Type.Optional(Type.Array(Type.Unknown())),
+    attachments: Type.Optional(Type.Array(Type.Unknown())),
+  }),
+);
+const SignalRef = { signal_id: NonEmpty };
+export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) }));
+export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
+export const ReceiptBody = compile(Type.Object(SignalRef));
+export const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
