@@ -80,8 +80,10 @@ export class Signals {
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
     const route = await this.route(body);
     const id = newId();
-    const record = await this.rt.retry(async () => {
-      const thread = await this.threadPosition(id, body.parent_id);
+    const root = await this.threadRoot(id, body.parent_id);
+    // replies to one thread queue per thread in this process: only another process can move the counter under us
+    const write = () => this.rt.retry(async () => {
+      const thread = await this.threadPosition(root, body.parent_id);
       const t = iso();
       const context: SignalContext = {
         id,
@@ -118,6 +120,7 @@ export class Signals {
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
       return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec)] };
     });
+    const record = body.parent_id === undefined ? await write() : await this.rt.serial(threadSeqKey(root), write);
     return signalView(record);
   }
 
@@ -125,14 +128,19 @@ export class Signals {
    * The sequence counter of a thread moves in the same commit as the reply, so positions follow commit order.
    * A root writes none: the first reply creates the counter (expect absent).
    */
-  private async threadPosition(id: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
-    if (parentId === undefined) return { root: id, sequence: 0, ops: [] };
-    const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
-    if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
-    const root = parent.value.context.thread_id;
+  private async threadPosition(root: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
+    if (parentId === undefined) return { root, sequence: 0, ops: [] };
     const counter = await this.rt.store.get<{ next: number }>(threadSeqKey(root));
     const sequence = counter?.value.next ?? 1;
     return { root, sequence, ops: [{ op: 'put', key: threadSeqKey(root), value: { next: sequence + 1 }, expect: counter?.version ?? 0 }] };
+  }
+
+  /** The thread a new signal joins: its own id for a root, else the parent's thread. */
+  private async threadRoot(id: string, parentId: string | undefined): Promise<string> {
+    if (parentId === undefined) return id;
+    const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
+    if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
+    return parent.value.context.thread_id;
   }
 
   async load(id: string, notFound: 'SIGNAL_NOT_FOUND' | 'SIGNAL_ACK_NOT_FOUND' = 'SIGNAL_NOT_FOUND'): Promise<ActorRecord<SignalContext>> {
