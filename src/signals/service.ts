@@ -12,7 +12,7 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
+import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
 
@@ -182,7 +182,7 @@ export class Signals {
   async thread(p: Principal, id: string): Promise<Signal[]> {
     const r = await this.load(id);
     assertInScope(p.key, r.context);
-    const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { limit: 10_000 });
+    const members = await readAll(this.rt.store, signalIndexes.thread(r.context.thread_id));
     const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map(idOfThreadMember));
     return recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
   }
