@@ -3,7 +3,7 @@ import { encodeTime } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
-import { iso } from '../clock.js';
+import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
 import { keys as identityKeys, type Principal } from '../identity/model.js';
 import { sameName } from '../org/model.js';
@@ -12,6 +12,7 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
+import { reaches, take, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
@@ -28,7 +29,7 @@ export interface EmitBody {
   urgency?: number;
   tags?: string[];
   target_capabilities?: string[];
-  routing_policy?: string;
+  routing_policy?: RoutingPolicy;
   metadata?: Record<string, unknown>;
   payload?: Record<string, unknown>;
   resources?: unknown[];
@@ -103,7 +104,7 @@ export class Signals {
         to_ring_id: route.ring_id,
         tags: body.tags ?? [],
         target_capabilities: body.target_capabilities ?? [],
-        routing_policy: body.routing_policy ?? null,
+        routing_policy: body.routing_policy ?? 'all',
         metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
         payload: body.payload ?? {},
         resources: [...(body.resources ?? []), ...(body.attachments ?? [])],
@@ -160,7 +161,14 @@ export class Signals {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
+    await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
+  }
+
+  /** An any_one signal is taken by the first recipient to ack, acknowledge or resolve it. */
+  async takeIfRecipient(p: Principal, c: SignalContext): Promise<void> {
+    if (c.routing_policy !== 'any_one') return;
+    if (reaches(c, p.identity, await this.org.placesOf(p.identity.id))) await take(this.rt.store, c, p.identity.id, now());
   }
 
   /** pending → delivered after a push to a recipient; no-op when already past pending. */
