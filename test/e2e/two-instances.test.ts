@@ -12,20 +12,19 @@ describe('two instances on one Redis', () => {
   const servers = serversOn('redis');
   let a: ChildServer | undefined;
   let b: ChildServer | undefined;
-  /** the admin the first test bootstraps */
-  let adminKey: string | undefined;
+  /** the admin, bootstrapped through instance a */
+  let root: Member;
 
   beforeAll(async () => {
     const env = await servers.env({ TASK_LEASE_MS: '60000' });
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    root = await bootstrap(a.url);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
   it('20 concurrent claims split across both instances: exactly one winner, seen by both', async () => {
-    const root = await bootstrap(a!.url);
-    adminKey = root.key;
     // the bootstrap is shared: instance b refuses a second bootstrap and accepts a's admin key
     expectError(await new Client(b!.url).post('/invite/create', { name: 'late-root', type: 'human' }), 401, 'AUTH_KEY_MISSING');
     const rootOnB = new Client(b!.url, root.key);
@@ -58,7 +57,7 @@ describe('two instances on one Redis', () => {
   });
 
   it('200 concurrent replies to one thread split across both instances: all succeed, sequences 1..200 without gaps', async () => {
-    const rootOnA = new Client(a!.url, (await join(new Client(a!.url, adminKey!), 'replier')).key);
+    const rootOnA = new Client(a!.url, (await join(root.client, 'replier')).key);
     const rootOnB = new Client(b!.url, rootOnA.key);
     const top = await rootOnA.post('/emit', { signal_type: 'proposal', content: 'thread across instances' });
     expect(top.status).toBe(201);
