@@ -3,6 +3,7 @@ import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { emptyPermissions, issueKey } from '../auth/keys.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { loadAll } from '../store/scan.js';
 import { indexes, keys, publicKey, type ApiKey, type Permissions } from './model.js';
 
 export interface KeyCreate {
@@ -31,9 +32,7 @@ export class ApiKeys {
   }
 
   async list() {
-    const ids = await this.rt.store.range(indexes.apiKeys, { limit: 10_000 });
-    const recs = await this.rt.store.getMany<ApiKey>(ids.map(keys.apiKey));
-    return recs.filter((r) => r).map((r) => publicKey(r!.value));
+    return (await loadAll<ApiKey>(this.rt.store, indexes.apiKeys, keys.apiKey)).map(publicKey);
   }
 
   private async update(id: string, change: (k: ApiKey) => ApiKey) {

@@ -1,6 +1,7 @@
 /** Request schemas of the signal operations, shared by every transport that offers them (REST, WebSocket). */
 import Type from 'typebox';
 import { compile } from '../validation.js';
+import { ROUTING_POLICIES } from './routing.js';
 
 const Str = Type.String();
 const NonEmpty = Type.String({ minLength: 1 });
@@ -18,7 +19,7 @@ export const EmitBody = compile(
     urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     tags: Type.Optional(Type.Array(Str)),
     target_capabilities: Type.Optional(Type.Array(Str)),
-    routing_policy: Type.Optional(Str),
+    routing_policy: Type.Optional(Type.Union(ROUTING_POLICIES.map((p) => Type.Literal(p)))),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     payload: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     resources: Type.Optional(Type.Array(Type.Unknown())),

@@ -10,6 +10,7 @@ import { openEmbeddedStore } from '../../src/store/embedded.js';
 import type { LogEntry, Op, Store } from '../../src/store/port.js';
 import { openRedisStore } from '../../src/store/redis.js';
 import { startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
 
 const RUN = `contract-${process.pid}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 
@@ -86,13 +87,7 @@ const backends: Backend[] = [
   },
 ];
 
-async function waitFor(cond: () => boolean, what: string, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const until = (cond: () => boolean, what: string) => waitFor(what, cond, (ok) => ok, 3000, 5);
 
 const ok = (seqs: number[] = []) => ({ ok: true, seqs });
 
@@ -569,7 +564,7 @@ describe.each(backends)('Store contract: $name', (backend) => {
     ).toEqual(ok([2, 1, 3]));
     await Promise.all(Array.from({ length: 10 }, (_, i) => s.commit([{ op: 'append', log: 'L', entry: { i: 4 + i } }])));
 
-    await waitFor(() => got.length >= 13 && other.length >= 1, '13 entries on L');
+    await until(() => got.length >= 13 && other.length >= 1, '13 entries on L');
     expect(got.map((e) => e.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
     expect(got.slice(0, 3)).toEqual([
       { seq: 1, entry: { i: 1 } },
@@ -591,12 +586,12 @@ describe.each(backends)('Store contract: $name', (backend) => {
     const unsubA = await s.subscribe('L', (e) => a.push(e));
     const unsubB = await s.subscribe('L', (e) => b.push(e));
     await s.commit([{ op: 'append', log: 'L', entry: 1 }]);
-    await waitFor(() => a.length === 1 && b.length === 1, 'first entry on both');
+    await until(() => a.length === 1 && b.length === 1, 'first entry on both');
 
     await unsubA();
     await s.commit([{ op: 'append', log: 'L', entry: 2 }]);
     await s.commit([{ op: 'append', log: 'L', entry: 3 }]);
-    await waitFor(() => b.length === 3, 'entries 2 and 3 on b');
+    await until(() => b.length === 3, 'entries 2 and 3 on b');
     expect(a).toEqual([{ seq: 1, entry: 1 }]);
     expect(b.map((e) => e.entry)).toEqual([1, 2, 3]);
 
@@ -605,7 +600,7 @@ describe.each(backends)('Store contract: $name', (backend) => {
     const c: LogEntry[] = [];
     const unsubC = await s.subscribe('L', (e) => c.push(e));
     await s.commit([{ op: 'append', log: 'L', entry: 4 }]);
-    await waitFor(() => c.length === 1, 'entry 4 on c');
+    await until(() => c.length === 1, 'entry 4 on c');
     expect(c).toEqual([{ seq: 4, entry: 4 }]);
     expect(a).toHaveLength(1);
     expect(b).toHaveLength(3);

@@ -7,17 +7,11 @@ import { createServer, connect, type AddressInfo, type Server, type Socket } fro
 import { EventSource } from 'eventsource';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
+import { waitFor as poll } from './wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `predicate` until it holds, for at most `ms`; fails with `what` (and its current description). */
+/** The one wait (`test/helpers/wait.ts`) in the form the push tests call it: a predicate, a limit, what it waits for. */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, ms = 5000, what: string | (() => string) = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await predicate()) return;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`);
-    await sleep(10);
-  }
+  await poll(what, predicate, (ok) => ok, ms, 10);
 }
 
 /** Waits until `seen()` holds every id in `ids`; fails naming how many are missing. */
