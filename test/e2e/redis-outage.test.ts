@@ -12,13 +12,14 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
+import { startService, type Service } from '../../src/app.js';
+import { readConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
 import { openRedisStore } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/port.js';
 import { bootstrap, Client, join, type Member, type Res } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
 import { freePort, tempDir, waitExit } from '../helpers/redis.js';
-import { startServer } from '../helpers/server.js';
 import { expectError, expectOk, waitFor } from '../api/support.js';
 
 const CONNECT_MS = 1000;
@@ -95,15 +96,22 @@ describe('requests while Redis is away', () => {
   let admin: Member;
   let agent: Member;
   let socket: PushSocket | undefined;
+  /** the service's warn and error lines */
+  const logged: { msg: string; err?: { code?: string } }[] = [];
 
   beforeAll(async () => {
     redis = await OwnRedis.start();
-    svc = await startServer({
+    const config = readConfig({
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      TIMER_POLL_MS: '20', // a busy background loop: fails fifty times a second while Redis is away
       REDIS_URL: redis.url,
       REDIS_PREFIX: 'outage' + randomBytes(4).toString('hex'),
       DB_CONNECT_TIMEOUT_MS: String(CONNECT_MS),
       DB_QUERY_TIMEOUT_MS: String(QUERY_MS),
     });
+    svc = await startService(config, createLogger(config.logLevel, { write: (line: string) => void logged.push(JSON.parse(line)) }));
     admin = await bootstrap(svc.url);
     agent = await join(admin.client, 'worker');
   });
@@ -129,7 +137,9 @@ describe('requests while Redis is away', () => {
     socket = await PushSocket.open(svc.url, agent.key, { label: 'agent socket' });
     expect((await socket.op('emit', { signal_type: 'pulse', content: 'before' })).type).toBe('result');
 
+    logged.length = 0;
     await redis.kill();
+    const outageStart = Date.now();
 
     // the first requests wait out the connect window; a burst after it is refused at once
     for (const [what, call] of restCalls()) {
@@ -152,6 +162,12 @@ describe('requests while Redis is away', () => {
     const sse = await timed(() => sseConnect(agent.key));
     expectError(sse.r, 503, 'DB_CONNECT_FAILED');
     expect(sse.ms).toBeLessThan(CONNECT_MS + MARGIN_MS);
+
+    // the timer loop failed about fifty times a second meanwhile: the log holds a line per message, not per failure
+    expect(Date.now() - outageStart).toBeGreaterThan(CONNECT_MS);
+    expect(logged.filter((l) => l.msg === "timer poll failed").length, JSON.stringify(logged)).toBe(1);
+    expect(logged.length, JSON.stringify(logged.map((l) => l.msg))).toBeLessThanOrEqual(5);
+    expect(logged.every((l) => l.err?.code === 'DB_CONNECT_FAILED'), JSON.stringify(logged)).toBe(true);
 
     await redis.up();
     await waitFor('the service to answer again after Redis is back', () => agent.client.get('/signals/list'), (r) => r.status === 200, 10_000, 100);
