@@ -4,7 +4,20 @@
  * then every write; the log append and its PUBLISH happen inside the same script, so only committed
  * entries are ever published. Every operation fails fast while Redis is away (see `Guard`).
  */
-import { createClient, ErrorReply, type RedisClientType } from 'redis';
+import {
+  AbortError,
+  ClientClosedError,
+  ClientOfflineError,
+  ConnectionTimeoutError,
+  createClient,
+  DisconnectsClientError,
+  ErrorReply,
+  ReconnectStrategyError,
+  SocketClosedUnexpectedlyError,
+  SocketTimeoutError,
+  TimeoutError,
+  type RedisClientType,
+} from 'redis';
 import { AppError } from '../errors.js';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
@@ -181,13 +194,16 @@ class Guard {
 const connectFailed = () => new AppError('DB_CONNECT_FAILED', 'Redis is unreachable', { backend: 'redis' });
 const queryTimeout = () => new AppError('DB_QUERY_TIMEOUT', 'Redis did not answer in time', { backend: 'redis' });
 
-/** node-redis errors as catalogue errors: connection trouble, timeouts; a Redis error reply about the command itself stays as it is. */
+const CONNECTION_ERRORS = [ClientClosedError, ClientOfflineError, ConnectionTimeoutError, DisconnectsClientError, ReconnectStrategyError, SocketClosedUnexpectedlyError];
+
+/** node-redis errors as catalogue errors; anything else (a Redis error reply about the command itself, a bug) stays as it is. */
 function storeError(e: unknown): unknown {
   if (e instanceof AppError) return e;
   if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message) ? connectFailed() : /^BUSY\b/.test(e.message) ? queryTimeout() : e;
-  const name = (e as Error)?.name ?? '';
-  if (name === 'AbortError' || name === 'TimeoutError') return queryTimeout();
-  return connectFailed();
+  if (e instanceof AbortError || e instanceof TimeoutError || e instanceof SocketTimeoutError) return queryTimeout();
+  // socket errors (ECONNRESET, EPIPE, ...) reach a command as they are when the connection breaks under it
+  if (CONNECTION_ERRORS.some((c) => e instanceof c) || typeof (e as NodeJS.ErrnoException)?.code === 'string') return connectFailed();
+  return e;
 }
 
 export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
