@@ -675,6 +675,8 @@ describe.each(backends)('Store contract: $name', (backend) => {
  * flushed to disk. lmdb's `flushed` is read right after the write is queued (the flush of the batch that
  * write joined); when the write answers, that flush must already have settled. A settled promise wins a
  * race against the next macrotask; an unsettled one (the answer came before the fdatasync) loses it.
+ * (lmdb-js 3.5 itself resolves a transaction after its fdatasync, so this holds the adapter to lmdb's
+ * documented contract rather than catching today's lmdb out.)
  */
 describe('embedded store durability', () => {
   let s: EmbeddedStore;
