@@ -10,6 +10,10 @@ export interface Config {
   dataDir: string;
   redisUrl: string | undefined;
   redisPrefix: string;
+  /** Redis: how long an operation waits for a lost connection to come back before answering DB_CONNECT_FAILED */
+  dbConnectTimeoutMs: number;
+  /** Redis: how long an operation waits for Redis's reply before answering DB_QUERY_TIMEOUT */
+  dbQueryTimeoutMs: number;
   taskLeaseMs: number;
   maxDeliveryAttempts: number;
   logLevel: string;
@@ -67,6 +71,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     dataDir: resolve(env.DATA_DIR || './data'),
     redisUrl,
     redisPrefix,
+    dbConnectTimeoutMs: int(env, 'DB_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
+    dbQueryTimeoutMs: int(env, 'DB_QUERY_TIMEOUT_MS', 5000, 1, 600_000),
     taskLeaseMs: int(env, 'TASK_LEASE_MS', 300_000, 1),
     maxDeliveryAttempts: int(env, 'MAX_DELIVERY_ATTEMPTS', 5, 1, 1000),
     logLevel,

@@ -7,14 +7,14 @@ import { childEnv } from '../helpers/server.js';
 describe('config', () => {
   it('has the documented defaults', () => {
     const c = readConfig({});
-    expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false });
+    expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false, dbConnectTimeoutMs: 2000, dbQueryTimeoutMs: 5000 });
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
   });
 
   it('reads every variable', () => {
-    const c = readConfig({ PORT: '8080', HOST: '127.0.0.1', BASE_URL: 'https://hub.example/', DATA_DIR: '/tmp/x', REDIS_URL: 'redis://h:1', TASK_LEASE_MS: '1000', MAX_DELIVERY_ATTEMPTS: '2', LOG_LEVEL: 'warn', STRICT_SIGNAL_TYPES: 'true' });
-    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true });
+    const c = readConfig({ PORT: '8080', HOST: '127.0.0.1', BASE_URL: 'https://hub.example/', DATA_DIR: '/tmp/x', REDIS_URL: 'redis://h:1', TASK_LEASE_MS: '1000', MAX_DELIVERY_ATTEMPTS: '2', LOG_LEVEL: 'warn', STRICT_SIGNAL_TYPES: 'true', DB_CONNECT_TIMEOUT_MS: '750', DB_QUERY_TIMEOUT_MS: '1500' });
+    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true, dbConnectTimeoutMs: 750, dbQueryTimeoutMs: 1500 });
   });
 
   it.each([
@@ -28,6 +28,11 @@ describe('config', () => {
     ['BASE_URL', 'not a url'],
     ['STRICT_SIGNAL_TYPES', 'maybe'],
     ['BODY_LIMIT_BYTES', 'big'],
+    ['DB_CONNECT_TIMEOUT_MS', '0'],
+    ['DB_CONNECT_TIMEOUT_MS', 'soon'],
+    ['DB_QUERY_TIMEOUT_MS', '-5'],
+    ['DB_QUERY_TIMEOUT_MS', '2.5'],
+    ['DB_QUERY_TIMEOUT_MS', '600001'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     expect(() => readConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => readConfig({ [name]: value })).toThrow(new RegExp(`^${name} `));
