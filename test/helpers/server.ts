@@ -117,6 +117,8 @@ export interface ChildServer {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
+const START_TIMEOUT_MS = 60_000;
+
 /** The service as its own process, exactly as `npm start` runs it. */
 export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
@@ -127,7 +129,11 @@ export async function spawnServer(env: Record<string, string>): Promise<ChildSer
   proc.stderr!.on('data', (d) => (stderr += d));
   const port = await new Promise<number>((resolve, reject) => {
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start in 20 s: ${stderr}`)), 20_000);
+    // generous: a loaded 2-core machine starts a tsx process slowly; a child that never came up is killed, not leaked
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`server did not start in ${START_TIMEOUT_MS / 1000} s: ${stderr}`));
+    }, START_TIMEOUT_MS);
     proc.stdout!.on('data', (d) => {
       buf += d;
       const m = /"port":(\d+).*"msg":"service listening"/.exec(buf);
