@@ -1,10 +1,9 @@
 /**
  * S3 (or MinIO) blobs through the `minio` client: `objects/<sha256>` and `tmp/<id>` while an upload is in
- * flight. The upload goes up as a multipart upload in PART_SIZE pieces (the client buffers one part, not
- * the body), then a server-side copy gives it its hash name and the temporary object is removed.
+ * flight. The upload goes up as a multipart upload in PART_SIZE pieces (one part held in memory, never the
+ * body), then a server-side copy gives it its hash name and the temporary object is removed.
  */
-import { once } from 'node:events';
-import { PassThrough, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { Client } from 'minio';
 import { newId } from '../ids.js';
 import { Tally } from './meter.js';
@@ -20,6 +19,53 @@ export interface S3Settings {
   bucket: string;
   region: string;
   useSSL: boolean;
+}
+
+/**
+ * One object written in PART_SIZE parts as the bytes arrive (awaiting each part is the back-pressure on the
+ * source); content smaller than one part goes up in a single PUT.
+ */
+class PartUpload {
+  private chunks: Buffer[] = [];
+  private held = 0;
+  private uploadId: string | undefined;
+  private parts: { part: number; etag: string }[] = [];
+
+  constructor(
+    private client: Client,
+    private bucket: string,
+    private name: string,
+  ) {}
+
+  async add(chunk: Buffer): Promise<void> {
+    this.chunks.push(chunk);
+    this.held += chunk.length;
+    while (this.held >= PART_SIZE) {
+      const all = Buffer.concat(this.chunks);
+      this.chunks = [all.subarray(PART_SIZE)];
+      this.held = all.length - PART_SIZE;
+      await this.sendPart(all.subarray(0, PART_SIZE));
+    }
+  }
+
+  private async sendPart(part: Buffer): Promise<void> {
+    this.uploadId ??= await this.client.initiateNewMultipartUpload(this.bucket, this.name, {});
+    const n = this.parts.length + 1;
+    const r = await this.client.uploadPart({ bucketName: this.bucket, objectName: this.name, uploadID: this.uploadId, partNumber: n, headers: { 'Content-Length': part.length } }, part);
+    this.parts.push({ part: n, etag: r.etag });
+  }
+
+  async finish(): Promise<void> {
+    const rest = Buffer.concat(this.chunks);
+    this.chunks = [];
+    if (this.uploadId === undefined) return void (await this.client.putObject(this.bucket, this.name, rest, rest.length));
+    if (rest.length) await this.sendPart(rest);
+    await this.client.completeMultipartUpload(this.bucket, this.name, this.uploadId, this.parts);
+  }
+
+  async abort(): Promise<void> {
+    if (this.uploadId !== undefined) await this.client.abortMultipartUpload(this.bucket, this.name, this.uploadId).catch(() => {});
+  }
 }
 
 const objectName = (sha256: string) => `objects/${sha256}`;
@@ -56,34 +102,21 @@ export class S3Blobs implements BlobStore {
   async put(content: Readable, maxBytes: number): Promise<Stored> {
     const tmp = `tmp/${newId()}`;
     const tally = new Tally(maxBytes);
-    const body = new PassThrough({ highWaterMark: 1024 * 1024 });
-    const uploaded = this.client.putObject(this.bucket, tmp, body);
-    // the upload failing must end the copy loop below, which may be waiting for 'drain'
-    const uploadFailed = uploaded.then(
-      () => new Promise<never>(() => {}),
-      (e) => Promise.reject(e),
-    );
-    uploadFailed.catch(() => {});
-    let failure: unknown;
+    const upload = new PartUpload(this.client, this.bucket, tmp);
     try {
       for await (const chunk of content) {
         tally.add(chunk);
-        if (!body.write(chunk)) await Promise.race([once(body, 'drain'), uploadFailed]);
+        await upload.add(chunk);
       }
-    } catch (e) {
-      failure = e;
-    }
-    // ended in every case, so the client's upload settles (a refused one is removed below)
-    body.end();
-    try {
-      await uploaded;
-      if (failure) throw failure;
+      await upload.finish();
       const sha256 = tally.digest();
       if (!(await this.has(sha256))) await this.client.copyObject(this.bucket, objectName(sha256), `/${this.bucket}/${tmp}`);
       return { sha256, size: tally.size };
+    } catch (e) {
+      await upload.abort();
+      throw e;
     } finally {
       await this.client.removeObject(this.bucket, tmp).catch(() => {});
-      await this.client.removeIncompleteUpload(this.bucket, tmp).catch(() => {});
     }
   }
 
