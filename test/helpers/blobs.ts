@@ -41,7 +41,7 @@ export async function upload(url: string, key: string, path: string, body: Buffe
     fd.append('file', new Blob([body], { type: opts.type ?? 'application/octet-stream' }), opts.filename ?? 'upload.bin');
     payload = fd;
   } else {
-    payload = body;
+    payload = typeof body === 'string' ? Buffer.from(body) : body;
     if (opts.type) headers['content-type'] = opts.type;
     query = new URLSearchParams(opts.fields ?? {}).toString();
   }
