@@ -38,10 +38,10 @@ export async function upload(url: string, key: string, path: string, body: Buffe
   if (opts.multipart) {
     const fd = new FormData();
     for (const [k, v] of Object.entries(opts.fields ?? {})) fd.append(k, v);
-    fd.append('file', new Blob([body], { type: opts.type ?? 'application/octet-stream' }), opts.filename ?? 'upload.bin');
+    fd.append('file', new Blob([new Uint8Array(Buffer.from(body))], { type: opts.type ?? 'application/octet-stream' }), opts.filename ?? 'upload.bin');
     payload = fd;
   } else {
-    payload = typeof body === 'string' ? Buffer.from(body) : body;
+    payload = new Uint8Array(Buffer.from(body));
     if (opts.type) headers['content-type'] = opts.type;
     query = new URLSearchParams(opts.fields ?? {}).toString();
   }
