@@ -26,7 +26,8 @@ export interface S3Settings {
  * source); content smaller than one part goes up in a single PUT.
  */
 class PartUpload {
-  private chunks: Buffer[] = [];
+  /** one part's bytes, reused for every part: each is sent (and awaited) before the next is filled */
+  private part: Buffer | undefined;
   private held = 0;
   private uploadId: string | undefined;
   private parts: { part: number; etag: string }[] = [];
@@ -38,13 +39,16 @@ class PartUpload {
   ) {}
 
   async add(chunk: Buffer): Promise<void> {
-    this.chunks.push(chunk);
-    this.held += chunk.length;
-    while (this.held >= PART_SIZE) {
-      const all = Buffer.concat(this.chunks);
-      this.chunks = [all.subarray(PART_SIZE)];
-      this.held = all.length - PART_SIZE;
-      await this.sendPart(all.subarray(0, PART_SIZE));
+    this.part ??= Buffer.allocUnsafe(PART_SIZE);
+    for (let at = 0; at < chunk.length; ) {
+      const n = Math.min(PART_SIZE - this.held, chunk.length - at);
+      chunk.copy(this.part, this.held, at, at + n);
+      this.held += n;
+      at += n;
+      if (this.held === PART_SIZE) {
+        await this.sendPart(this.part);
+        this.held = 0;
+      }
     }
   }
 
@@ -56,8 +60,7 @@ class PartUpload {
   }
 
   async finish(): Promise<void> {
-    const rest = Buffer.concat(this.chunks);
-    this.chunks = [];
+    const rest = this.part ? this.part.subarray(0, this.held) : Buffer.alloc(0);
     if (this.uploadId === undefined) return void (await this.client.putObject(this.bucket, this.name, rest, rest.length));
     if (rest.length) await this.sendPart(rest);
     await this.client.completeMultipartUpload(this.bucket, this.name, this.uploadId, this.parts);

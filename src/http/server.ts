@@ -110,12 +110,13 @@ export class FrontEnd<P> {
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
       const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream });
+      // an upload the handler did not read to its end is dropped, not left paused
+      stream?.destroy();
       if (out.raw) return void (await sendStream(x, out.status ?? 200, { ...out.headers, 'x-request-id': rid }, out.raw.stream, out.raw.size));
       send(x, out.status ?? 200, { ...JSON_HEADERS, ...out.headers, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
-      this.fail(x, rid, e);
-    } finally {
       stream?.destroy();
+      this.fail(x, rid, e);
     }
   }
 

@@ -12,13 +12,17 @@ const HIGH_WATER = 256 * 1024;
 export function bodyStream(x: Exchange, limit: number, declaredLength: number | undefined): Readable {
   let size = 0;
   let paused = false;
+  const unpause = () => {
+    if (paused && !x.aborted) x.res.resume();
+    paused = false;
+  };
   const stream = new Readable({
     highWaterMark: HIGH_WATER,
-    read() {
-      if (paused && !x.aborted) {
-        paused = false;
-        x.res.resume();
-      }
+    read: unpause,
+    // destroyed before the answer goes out (the front end does so): the rest of the body is then dropped
+    destroy(err, done) {
+      unpause();
+      done(err);
     },
   });
   // the handler may not be reading yet when the stream fails: its readers see `errored`, not a crash
@@ -26,13 +30,21 @@ export function bodyStream(x: Exchange, limit: number, declaredLength: number | 
   const tooLarge = () => new AppError('PAYLOAD_TOO_LARGE', `Upload exceeds ${limit} bytes`, { limit });
   if (declaredLength !== undefined && declaredLength > limit) stream.destroy(tooLarge());
   x.res.onData((chunk, isLast) => {
-    if (stream.destroyed) return;
+    // a refused body is read on to its end and dropped, so the connection stays usable
+    if (stream.destroyed) return unpause();
     size += chunk.byteLength;
-    if (size > limit) return void stream.destroy(tooLarge());
+    if (size > limit) {
+      unpause();
+      return void stream.destroy(tooLarge());
+    }
     // uWS neuters the chunk when this callback returns: copy it
     const more = stream.push(Buffer.from(chunk.slice(0)));
-    if (isLast) stream.push(null);
-    else if (!more && !paused) {
+    // uWS may still hand over data it had already received after a pause, up to the last chunk:
+    // nothing will call read() once the stream has ended, so the socket is resumed here
+    if (isLast) {
+      unpause();
+      stream.push(null);
+    } else if (!more && !paused) {
       paused = true;
       x.res.pause();
     }
