@@ -80,10 +80,11 @@ export class Workstreams {
     requireMember(p);
     const t = iso();
     const w: Workstream = { id: newId(), name: b.name, description: b.description ?? '', status: b.status ?? 'active', tags: b.tags ?? [], links: [], created_by: p.identity.id, created_at: t, updated_at: t };
-    await this.store.commit([
+    const res = await this.store.commit([
       { op: 'put', key: workstreamKeys.workstream(w.id), value: w, expect: 0 },
       { op: 'index', index: workstreamIndexes.all, member: w.id },
     ]);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'workstream id collision');
     return w;
   }
 
