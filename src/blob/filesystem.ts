@@ -4,13 +4,16 @@
  * to its hash name, and a rename within one filesystem is atomic.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { now } from '../clock.js';
 import { newId } from '../ids.js';
 import { Meter } from './meter.js';
 import { isSha256, type BlobStore, type ByteRange, type Stored } from './port.js';
+
+const STALE_TMP_MS = 3600_000;
 
 export class FilesystemBlobs implements BlobStore {
   readonly kind = 'filesystem' as const;
@@ -22,20 +25,27 @@ export class FilesystemBlobs implements BlobStore {
     this.objects = join(root, 'objects');
   }
 
+  /** Creates nothing until the first upload; removes uploads a crash left behind (older than an hour). */
   static async open(root: string): Promise<FilesystemBlobs> {
     const b = new FilesystemBlobs(root);
-    // leftovers of uploads a crash interrupted
-    await rm(b.tmp, { recursive: true, force: true });
-    await mkdir(b.tmp, { recursive: true });
-    await mkdir(b.objects, { recursive: true });
+    const entries = await readdir(b.tmp).catch(() => [] as string[]);
+    const stale = now() - STALE_TMP_MS;
+    for (const name of entries) {
+      const p = join(b.tmp, name);
+      const st = await stat(p).catch(() => undefined);
+      if (st && st.mtimeMs < stale) await rm(p, { force: true });
+    }
     return b;
   }
+
+  private dirs: Promise<unknown> | undefined;
 
   private path(sha256: string): string {
     return join(this.objects, sha256.slice(0, 2), sha256);
   }
 
   async put(content: Readable, maxBytes: number): Promise<Stored> {
+    await (this.dirs ??= mkdir(this.tmp, { recursive: true }));
     const tmp = join(this.tmp, newId());
     const meter = new Meter(maxBytes);
     try {

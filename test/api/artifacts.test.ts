@@ -22,7 +22,7 @@ describe.each(MATRIX(BACKENDS))('artifacts on %s with %s blobs', (backend, blob)
   let other: Member;
 
   beforeAll(async () => {
-    url = (await servers.start(blobs.env())).url;
+    url = (await servers.start(await blobs.env())).url;
     root = await bootstrap(url);
     m = await join(root.client, 'uploader');
     other = await join(root.client, 'bystander');

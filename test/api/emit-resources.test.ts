@@ -29,7 +29,7 @@ describe.each(MATRIX(BACKENDS))('emit resources on %s with %s blobs', (backend, 
   let file: any;
 
   beforeAll(async () => {
-    svc = await servers.start(blobs.env());
+    svc = await servers.start(await blobs.env());
     root = await bootstrap(svc.url);
     m = await join(root.client, 'emitter');
     const workspace = new Workspace(svc.runtime, svc.blobs, 1024);

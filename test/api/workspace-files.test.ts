@@ -22,7 +22,7 @@ describe.each(MATRIX(BACKENDS))('workspace files on %s with %s blobs', (backend,
   let other: Member;
 
   beforeAll(async () => {
-    url = (await servers.start({ ...blobs.env(), MAX_UPLOAD_BYTES: String(CAP) })).url;
+    url = (await servers.start({ ...(await blobs.env()), MAX_UPLOAD_BYTES: String(CAP) })).url;
     root = await bootstrap(url);
     m = await join(root.client, 'writer');
     other = await join(root.client, 'other-writer');

@@ -18,7 +18,7 @@ describe.each(MATRIX(BACKENDS))('workspace tree on %s with %s blobs', (backend, 
   let m: Member;
 
   beforeAll(async () => {
-    svc = await servers.start(blobs.env());
+    svc = await servers.start(await blobs.env());
     url = svc.url;
     root = await bootstrap(url);
     m = await join(root.client, 'editor');

@@ -29,7 +29,7 @@ describe.each(MATRIX(BACKENDS))('workstreams on %s with %s blobs', (backend, blo
   let v2: any;
 
   beforeAll(async () => {
-    url = (await servers.start(blobs.env())).url;
+    url = (await servers.start(await blobs.env())).url;
     root = await bootstrap(url);
     m = await join(root.client, 'planner');
     for (const name of ['allowed', 'denied']) expectOk(await root.client.post('/rings', { name, members: [m.id] }), 201);

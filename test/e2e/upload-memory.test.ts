@@ -62,7 +62,7 @@ describe.each(BLOB_STORES)('50 MiB streamed with bounded memory on %s blobs', (b
   let pid: number;
 
   beforeAll(async () => {
-    server = await spawnServer(await servers.env(blobs.env()));
+    server = await spawnServer(await servers.env(await blobs.env()));
     pid = server.proc.pid!;
     root = await bootstrap(server.url);
     // warm up every path with a smaller upload: code loaded, heap grown to its working size (a first

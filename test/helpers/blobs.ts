@@ -1,29 +1,40 @@
 /**
  * The blob stores API tests run on: the filesystem (default) and S3 against an s3rver this file starts.
  * Call `blobStoreOn` in a describe body BEFORE `serversOn`, so its afterAll runs after the servers closed.
+ * Its env goes last (`servers.start(await blobs.env())`): on the embedded backend its DATA_DIR replaces the
+ * backend's, so each server still has a directory of its own.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
+import { rm } from 'node:fs/promises';
+import { tempDir } from './redis.js';
 import { startS3, type S3Server } from './s3.js';
 
 export type BlobKind = 'filesystem' | 's3';
 export const BLOB_STORES: BlobKind[] = ['filesystem', 's3'];
 
 export interface BlobEnv {
-  /** env for a service on this blob store; each call a fresh bucket */
-  env(): Record<string, string>;
+  /** env for a service on this blob store: a fresh data dir (filesystem: also where blobs go, whatever the backend) or a fresh bucket */
+  env(): Promise<Record<string, string>>;
 }
 
 export function blobStoreOn(kind: BlobKind): BlobEnv {
   let s3: S3Server | undefined;
+  const dirs: string[] = [];
   beforeAll(async () => {
     if (kind === 's3') s3 = await startS3();
   });
   afterAll(async () => {
     await s3?.stop();
+    await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
   });
   return {
-    env: () => (kind === 's3' ? s3!.env('svc-' + randomBytes(6).toString('hex')) : {}),
+    async env() {
+      if (kind === 's3') return s3!.env('svc-' + randomBytes(6).toString('hex'));
+      const dir = await tempDir('svc-blobs-');
+      dirs.push(dir);
+      return { DATA_DIR: dir };
+    },
   };
 }
 
