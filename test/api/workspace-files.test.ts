@@ -4,11 +4,13 @@
  * revision), history newest first, historical content, and the upload cap (413).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { readdir } from 'node:fs/promises';
+import { join as joinPath } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { blobStoreOn, download, MATRIX, upload } from '../helpers/blobs.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
-import { expectError, expectOk } from './support.js';
+import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
+import { expectError, expectOk, waitFor } from './support.js';
 
 const CAP = 256 * 1024;
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
@@ -16,13 +18,15 @@ const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex')
 describe.each(MATRIX(BACKENDS))('workspace files on %s with %s blobs', (backend, blob) => {
   const blobs = blobStoreOn(blob);
   const servers = serversOn(backend);
+  let svc: Started;
   let url: string;
   let root: Member;
   let m: Member;
   let other: Member;
 
   beforeAll(async () => {
-    url = (await servers.start({ ...(await blobs.env()), MAX_UPLOAD_BYTES: String(CAP) })).url;
+    svc = await servers.start({ ...(await blobs.env()), MAX_UPLOAD_BYTES: String(CAP) });
+    url = svc.url;
     root = await bootstrap(url);
     m = await join(root.client, 'writer');
     other = await join(root.client, 'other-writer');
@@ -137,6 +141,28 @@ describe.each(MATRIX(BACKENDS))('workspace files on %s with %s blobs', (backend,
     expect(f).toMatchObject({ size: 0, sha256: sha(''), content_type: 'application/octet-stream' });
     const d = await download(url, m.key, `/workspace/files/${f.id}/content`);
     expect([d.status, d.bytes.length]).toEqual([200, 0]);
+  });
+
+  it('a client that goes away mid-upload leaves no item and no temporary object; the server serves on', async () => {
+    const ac = new AbortController();
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      pull(c) {
+        // most of the body, then the client stalls until it gives up
+        if (sent >= 192 * 1024) return new Promise<void>(() => {});
+        sent += 16 * 1024;
+        c.enqueue(new Uint8Array(16 * 1024));
+      },
+    });
+    const pending = fetch(url + '/workspace/files/upload?name=abandoned.bin', { method: 'POST', headers: { authorization: `Bearer ${m.key}` }, body, duplex: 'half', signal: ac.signal } as RequestInit).catch((e) => e);
+    const tmp = joinPath(svc.env.DATA_DIR ?? '', 'blobs', 'tmp');
+    if (blob === 'filesystem') await waitFor('the server to be writing the upload', () => readdir(tmp).catch(() => []), (names) => names.length === 1);
+    else await waitFor('the client to have sent most of the body', async () => sent, (n) => n >= 192 * 1024);
+    ac.abort();
+    expect(await pending).toBeInstanceOf(Error);
+    if (blob === 'filesystem') await waitFor('the temporary upload to be removed', () => readdir(tmp), (names) => names.length === 0);
+    expect(expectOk(await m.client.get('/workspace/items?limit=100')).items.map((x: any) => x.name)).not.toContain('abandoned.bin');
+    expectOk(await upload(url, m.key, '/workspace/files/upload', 'after', { fields: { name: 'after-abort.txt' } }), 201);
   });
 
   it('an upload over MAX_UPLOAD_BYTES is 413 PAYLOAD_TOO_LARGE (raw and multipart) and creates nothing', async () => {
