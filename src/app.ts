@@ -1,4 +1,8 @@
 /** Builds the whole service from a config: store, actor runtime, services, front end. */
+import { Artifacts } from './artifacts/service.js';
+import { Resources } from './artifacts/resources.js';
+import { openBlobs } from './blob/index.js';
+import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
@@ -21,12 +25,15 @@ import { signalKind } from './signals/kind.js';
 import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
+import { Workspace } from './workspace/service.js';
+import { Workstreams } from './workstreams/service.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
   port: number;
   url: string;
   store: Store;
+  blobs: BlobStore;
   runtime: Runtime;
   log: Logger;
   close(): Promise<void>;
@@ -39,7 +46,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(signalKind);
   runtime.register(receiptKind);
   const org = new Org(runtime);
-  const signals = new Signals(runtime, org, config);
+  const blobs = await openBlobs(config);
+  const links = new Links(config.baseUrl);
+  const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
+  const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
+  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace));
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
@@ -53,10 +64,13 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     inbox,
     health,
     stats: new Stats(store, presence, health),
+    workspace,
+    artifacts,
+    workstreams: new Workstreams(runtime, signals, workspace, artifacts),
   };
-  const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
+    uploadLimit: config.maxUploadBytes,
     links,
     log,
     authenticate: async (h, admin) => {
@@ -77,6 +91,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     port,
     url: `http://127.0.0.1:${port}`,
     store,
+    blobs,
     runtime,
     log,
     async close() {
@@ -85,6 +100,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await realtime.stop();
       await runtime.stop();
       await store.close();
+      await blobs.close();
     },
   };
 }

@@ -24,6 +24,18 @@ export interface Config {
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
+  maxUploadBytes: number;
+  /** set when S3_ENDPOINT is: blobs go to S3 (or MinIO) instead of DATA_DIR/blobs */
+  s3: S3Config | undefined;
+}
+
+export interface S3Config {
+  endpoint: string;
+  accessKey: string;
+  secretKey: string;
+  bucket: string;
+  region: string;
+  useSSL: boolean;
 }
 
 export class ConfigError extends Error {}
@@ -44,6 +56,19 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (raw === 'true' || raw === '1') return true;
   if (raw === 'false' || raw === '0') return false;
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function s3Config(env: Env): S3Config | undefined {
+  const endpoint = env.S3_ENDPOINT || undefined;
+  if (!endpoint) return undefined;
+  const need = (name: string): string => {
+    const v = env[name];
+    if (!v) throw new ConfigError(`${name} is required when S3_ENDPOINT is set`);
+    return v;
+  };
+  const bucket = env.S3_BUCKET || 'svc-blobs';
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw new ConfigError(`S3_BUCKET must be a valid bucket name, got "${bucket}"`);
+  return { endpoint, accessKey: need('S3_ACCESS_KEY'), secretKey: need('S3_SECRET_KEY'), bucket, region: env.S3_REGION || 'us-east-1', useSSL: bool(env, 'S3_USE_SSL', false) };
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -84,5 +109,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
+    maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
+    s3: s3Config(env),
   });
 }

@@ -1,3 +1,4 @@
+import type { Artifacts } from '../artifacts/service.js';
 import type { Config } from '../config.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
@@ -7,6 +8,8 @@ import type { Org } from '../org/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
+import type { Workspace } from '../workspace/service.js';
+import type { Workstreams } from '../workstreams/service.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -19,4 +22,7 @@ export interface Services {
   inbox: Inbox;
   health: Health;
   stats: Stats;
+  workspace: Workspace;
+  artifacts: Artifacts;
+  workstreams: Workstreams;
 }

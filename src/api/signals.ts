@@ -5,6 +5,7 @@ import { AckBody, ClaimBody, EmitBody, ReceiptBody, SnoozeBody } from '../signal
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
+import { ATTACHMENTS_DEPRECATION } from '../artifacts/resources.js';
 
 const NonEmpty = Type.String({ minLength: 1 });
 const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
@@ -48,7 +49,7 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     auth: 'key',
     body: EmitBody,
     invalid: 'SIGNAL_EMIT_VALIDATION_FAILED',
-    handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body) }),
+    handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body), headers: r.body.attachments !== undefined ? ATTACHMENTS_DEPRECATION : undefined }),
   },
   { method: 'post', path: '/claim', auth: 'key', body: ClaimBody, handler: async (r) => ({ data: await s.signals.claim(r.principal, r.body.signal_id, r.body.lease_ms) }) },
   { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome) }) },

@@ -2,12 +2,14 @@
  * The front end: one route table served by uWebSockets.js. Each route names its method, path, auth,
  * schemas and handler; this file turns requests into handler calls and results into the one envelope.
  */
+import type { Readable } from 'node:stream';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
 import type { Links } from './links.js';
+import { bodyStream, sendStream } from './stream.js';
 import { validate, validateQuery, type Validator } from '../validation.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
@@ -21,12 +23,17 @@ export interface Request<P = any> {
   body: any;
   headers: Record<string, string>;
   principal: P;
+  /** stream routes: the raw request body, read with back-pressure, capped at uploadLimit */
+  stream?: Readable;
 }
 
 export interface Reply {
   data: unknown;
   status?: number;
   meta?: Record<string, unknown>;
+  headers?: Record<string, string>;
+  /** a non-JSON body streamed as is (downloads); `data` is ignored then */
+  raw?: { stream: Readable; size: number };
 }
 
 export interface Route<P = any> {
@@ -37,11 +44,14 @@ export interface Route<P = any> {
   query?: Validator;
   /** the route's own validation code where the interface names one */
   invalid?: ErrorCode;
+  /** hand the handler the body as a stream (uploads) instead of reading it whole as JSON */
+  stream?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
 export interface FrontEndOptions<P> {
   bodyLimit: number;
+  uploadLimit: number;
   links: Links;
   log: Logger;
   /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
@@ -77,7 +87,8 @@ export class FrontEnd<P> {
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
-      const body = hasBody ? readBody(x, this.opts.bodyLimit) : Promise.resolve(undefined);
+      const stream = r.stream ? bodyStream(x, this.opts.uploadLimit, contentLength(headers)) : undefined;
+      const body = hasBody && !stream ? readBody(x, this.opts.bodyLimit) : Promise.resolve(undefined);
       let params: Record<string, string>;
       try {
         params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
@@ -85,21 +96,26 @@ export class FrontEnd<P> {
         // an exception escaping a uWS handler ends the process: answer it here
         return this.fail(x, rid, e);
       }
-      void this.run(x, rid, r, params, headers, rawQuery, body);
+      void this.run(x, rid, r, params, headers, rawQuery, body, stream);
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>): Promise<void> {
+  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
     try {
       const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      if (stream?.errored) throw stream.errored;
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
-      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream });
+      // an upload the handler did not read to its end is dropped, not left paused
+      stream?.destroy();
+      if (out.raw) return void (await sendStream(x, out.status ?? 200, { ...out.headers, 'x-request-id': rid }, out.raw.stream, out.raw.size));
+      send(x, out.status ?? 200, { ...JSON_HEADERS, ...out.headers, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
+      stream?.destroy();
       this.fail(x, rid, e);
     }
   }
@@ -125,6 +141,11 @@ export class FrontEnd<P> {
     this.listenSocket = undefined;
     (this.app as unknown as { close?: () => void }).close?.();
   }
+}
+
+function contentLength(headers: Record<string, string>): number | undefined {
+  const n = Number(headers['content-length']);
+  return headers['content-length'] !== undefined && Number.isSafeInteger(n) ? n : undefined;
 }
 
 function decodePathParam(name: string, raw: string): string {

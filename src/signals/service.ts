@@ -49,11 +49,17 @@ export interface ListFilter {
 
 const threadSeqKey = (rootId: string) => `thread-seq:${rootId}`;
 
+/** Checks emit's `resources` (and legacy `attachments`) exist and are visible to the emitter; answers the canonical list. */
+export interface ResourceCheck {
+  check(p: Principal, resources: unknown[] | undefined, attachments: unknown[] | undefined): Promise<{ resources: unknown[] }>;
+}
+
 export class Signals {
   constructor(
     private rt: Runtime,
     private org: Org,
     private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
+    private resources: ResourceCheck,
   ) {}
 
   requireMember(p: Principal): void {
@@ -79,7 +85,7 @@ export class Signals {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     if (!canonical && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
-    const route = await this.route(body);
+    const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
     const id = newId();
     const root = await this.threadRoot(id, body.parent_id);
     // replies to one thread queue per thread in this process: only another process can move the counter under us
@@ -107,7 +113,7 @@ export class Signals {
         routing_policy: body.routing_policy ?? 'all',
         metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
         payload: body.payload ?? {},
-        resources: [...(body.resources ?? []), ...(body.attachments ?? [])],
+        resources: checked.resources,
         task_status: body.signal_type === 'task' ? 'open' : null,
         claimed_by: null,
         claimed_at: null,

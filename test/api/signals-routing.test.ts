@@ -8,6 +8,7 @@ import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, listAll } from './support.js';
+import { upload } from '../helpers/blobs.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
@@ -228,23 +229,25 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
       });
 
       it('appends attachments (deprecated) to resources, in emit, list, inbox and thread', async () => {
-        const s = await emitOk(root, { signal_type: 'artifact', content: 'files', to_identity: a1.id, resources: [{ uri: 'r1' }, 'r2'], attachments: [{ uri: 'a1' }] });
-        const want = [{ uri: 'r1' }, 'r2', { uri: 'a1' }];
+        const artifact = async (name: string) => expectOk(await upload(root.client.url, root.key, '/artifacts/upload', name, { fields: { name }, type: 'text/plain' }), 201).id;
+        const [r1, a1Id, x] = await Promise.all([artifact('r1'), artifact('a1'), artifact('x')]);
+        const s = await emitOk(root, { signal_type: 'artifact', content: 'files', to_identity: a1.id, resources: [{ kind: 'artifact', id: r1 }], attachments: [{ artifact_id: a1Id }] });
+        const want = [{ kind: 'artifact', id: r1 }, { kind: 'artifact', id: a1Id }];
         expect(s.resources).toEqual(want);
         expect(s).not.toHaveProperty('attachments');
         expect((await listAll(root.client)).find((x) => x.id === s.id).resources).toEqual(want);
         expect(expectOk(await root.client.get(`/inbox/identity/${a1.id}?limit=100`)).signals.find((x: any) => x.id === s.id).resources).toEqual(want);
         expect(expectOk(await root.client.get(`/thread/${s.id}`)).signals[0].resources).toEqual(want);
-        const only = await emitOk(root, { signal_type: 'artifact', content: 'only attachments', attachments: ['x'] });
-        expect(only.resources).toEqual(['x']);
+        const only = await emitOk(root, { signal_type: 'artifact', content: 'only attachments', attachments: [x] });
+        expect(only.resources).toEqual([{ kind: 'artifact', id: x }]);
       });
 
       it('keeps tags, metadata and payload exactly as given, in emit, list, inbox and thread', async () => {
         const tags = ['project:apollo', 'Mixed Case', 'ünïcode', 'x'];
         const metadata = { nested: { deep: [1, 'two', { three: null }] }, flag: false, n: 1.25, empty: {} };
         const payload = { task_type: 'build', steps: [{ name: 'a', ok: true }], blob: 'x'.repeat(300) };
-        const s = await emitOk(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id, resources: [{ uri: 'r://1' }] });
-        expect(s).toMatchObject({ tags, metadata, payload, resources: [{ uri: 'r://1' }] });
+        const s = await emitOk(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id });
+        expect(s).toMatchObject({ tags, metadata, payload });
         const listed = (await listAll(root.client)).find((x) => x.id === s.id);
         expect(listed).toMatchObject({ tags, metadata, payload });
         const inbox = (await b1.client.get(`/inbox/identity/${b1.id}?limit=100`)).body.data.signals.find((x: any) => x.id === s.id);

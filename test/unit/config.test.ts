@@ -17,6 +17,18 @@ describe('config', () => {
     expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true, dbConnectTimeoutMs: 750, dbQueryTimeoutMs: 1500 });
   });
 
+  it('blobs: files under DATA_DIR unless S3_ENDPOINT is set; then S3 with its settings', () => {
+    expect(readConfig({})).toMatchObject({ maxUploadBytes: 100 * 1024 * 1024, s3: undefined });
+    expect(readConfig({ MAX_UPLOAD_BYTES: '2048' }).maxUploadBytes).toBe(2048);
+    const s3 = { S3_ENDPOINT: 'http://minio:9000', S3_ACCESS_KEY: 'ak', S3_SECRET_KEY: 'sk' };
+    expect(readConfig(s3).s3).toEqual({ endpoint: 'http://minio:9000', accessKey: 'ak', secretKey: 'sk', bucket: 'svc-blobs', region: 'us-east-1', useSSL: false });
+    expect(readConfig({ ...s3, S3_BUCKET: 'team-files', S3_REGION: 'eu-west-1', S3_USE_SSL: 'true' }).s3).toMatchObject({ bucket: 'team-files', region: 'eu-west-1', useSSL: true });
+    expect(() => readConfig({ S3_ENDPOINT: 'http://minio:9000', S3_ACCESS_KEY: 'ak' })).toThrow(/^S3_SECRET_KEY is required/);
+    expect(() => readConfig({ S3_ENDPOINT: 'http://minio:9000', S3_SECRET_KEY: 'sk' })).toThrow(/^S3_ACCESS_KEY is required/);
+    expect(() => readConfig({ ...s3, S3_BUCKET: 'Bad_Bucket' })).toThrow(/^S3_BUCKET must be a valid bucket name/);
+    expect(() => readConfig({ ...s3, S3_USE_SSL: 'yes' })).toThrow(/^S3_USE_SSL must be true or false/);
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -33,6 +45,7 @@ describe('config', () => {
     ['DB_QUERY_TIMEOUT_MS', '-5'],
     ['DB_QUERY_TIMEOUT_MS', '2.5'],
     ['DB_QUERY_TIMEOUT_MS', '600001'],
+    ['MAX_UPLOAD_BYTES', '0'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     expect(() => readConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => readConfig({ [name]: value })).toThrow(new RegExp(`^${name} `));
