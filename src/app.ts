@@ -28,6 +28,8 @@ export interface Service {
   url: string;
   store: Store;
   runtime: Runtime;
+  /** the push layer, for tests that check its bounds */
+  realtime: Realtime;
   log: Logger;
   close(): Promise<void>;
 }
@@ -78,6 +80,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     url: `http://127.0.0.1:${port}`,
     store,
     runtime,
+    realtime,
     log,
     async close() {
       front.close();
