@@ -12,6 +12,7 @@ import type { Started } from '../helpers/server.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
+import { MAX_PENDING_OPS } from '../../src/realtime/ws.js';
 import { emitOk, expectError, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
@@ -281,6 +282,145 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expect(byId.get(unseen.id)?.delivery_state).toBe('pending');
       const delivered = await root.client.get('/signals/list?delivery_state=delivered&limit=100');
       expect(delivered.body.data.signals.map((s: any) => s.id)).toContain(pushed.id);
+    });
+    it("applies the key's scopes to pushes: a key limited to signal types or rings is pushed nothing outside them", async () => {
+      const mint = async (permissions: Record<string, unknown>) => {
+        const made = await root.client.post('/admin/api-keys', { owner: c1.id, permissions });
+        expect(made.status, JSON.stringify(made.body)).toBe(201);
+        return made.body.data.api_key as string;
+      };
+      const alerts = await PushSocket.open(svc.url, await mint({ signal_types: ['alert'] }), { label: 'alerts only' });
+      const core = await PushSocket.open(svc.url, await mint({ rings: ['core'] }), { label: 'ring core only' });
+      const full = await open(svc, c1, { label: 'unscoped' });
+      sockets.push(alerts, core);
+      const pulseDirect = await emitOk(root, { signal_type: 'pulse', content: 'p direct', to_identity: c1.id });
+      const alertDirect = await emitOk(root, { signal_type: 'alert', content: 'a direct', to_identity: c1.id });
+      const pulseRing = await emitOk(root, { signal_type: 'pulse', content: 'p ring', to_ring: 'core' });
+      const alertAll = await emitOk(root, { signal_type: 'alert', content: 'a everyone' });
+      const s = await settle([alerts, core, full], { signal_type: 'alert', to_ring: 'core' });
+      expectExactlyOnce(alerts.signalIds(), [alertDirect.id, alertAll.id, s], alerts.label);
+      expectExactlyOnce(core.signalIds(), [pulseRing.id, s], core.label);
+      expectExactlyOnce(full.signalIds(), [pulseDirect.id, alertDirect.id, pulseRing.id, alertAll.id, s], full.label);
+      // updates are scoped the same way
+      for (const f of alerts.updates()) expect(f.signal.signal_type).toBe('alert');
+      for (const f of core.updates()) expect(f.signal.to_ring).toBe('core');
+    });
+  });
+
+  /** Ops on one socket run one at a time in arrival order, at most MAX_PENDING_OPS waiting; a resume overlaps live commits without a gap. */
+  describe('ops on one socket', () => {
+    let svc: Started;
+    let root: Member;
+
+    beforeAll(async () => {
+      svc = await servers.start();
+      root = await bootstrap(svc.url);
+    });
+
+    const emitTo = (m: Member, n: number, label: string) => pool(n, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `${label} ${i}`, to_identity: m.id })).id as string);
+
+    /** Waits until every pushed signal's delivered-update arrived: after that nothing more is committed for them. */
+    async function quiesce(s: PushSocket, ids: string[]): Promise<void> {
+      for (const id of ids) await s.waitUpdate(id, (x) => x.delivery_state === 'delivered', 'delivered');
+    }
+
+    it('a resume op that overlaps live commits rewinds once, then every change after its cursor arrives once, in order', async () => {
+      const t = await join(root.client, 'overlap');
+      const s = await open(svc, t, { label: 'overlap' });
+      const first = await emitTo(t, 30, 'first');
+      await s.waitSignals(first);
+      await quiesce(s, first);
+      const before = s.pushes();
+      const k = 9;
+      const after = before[k].cursor!;
+      const replayHead = before[k + 1].cursor!;
+      const owed = before.slice(k + 1).filter((f) => f.type === 'signal').map((f) => f.signal.id);
+
+      const live = emitTo(t, 120, 'live');
+      await waitFor(() => s.signalIds().length >= first.length + 20, 10_000, 'live pushes to flow');
+      const sentAt = s.frames.length;
+      const answer = await s.op('resume', { after }, 20_000);
+      expect(answer.type, JSON.stringify(answer)).toBe('result');
+      expect(answer.data.resumed_from).toBe(after);
+      const liveIds = await live;
+      const sentinel = await emitOk(root, { signal_type: 'pulse', content: 'sentinel', to_identity: t.id });
+
+      const pushes = () => s.frames.slice(sentAt).filter((f) => f.type === 'signal' || f.type === 'signal.updated');
+      // the one rewind: the only place a cursor does not rise
+      const rewind = () => {
+        const p = pushes();
+        const drops = p.map((f, i) => i).filter((i) => i > 0 && BigInt(p[i].cursor!) <= BigInt(p[i - 1].cursor!));
+        expect(drops.length, 'cursor rewinds after one resume').toBeLessThanOrEqual(1);
+        return p.slice(drops[0] ?? 0);
+      };
+      const expected = [...owed, ...liveIds.filter((id) => !owed.includes(id)), sentinel.id];
+      await waitFor(() => expected.every((id) => rewind().some((f) => f.type === 'signal' && f.signal.id === id)), 20_000, 'every change after the cursor, after the rewind');
+      const segment = rewind();
+      expect(segment[0].cursor).toBe(replayHead);
+      expectIncreasing(segment, 'after the rewind');
+      expectExactlyOnce(segment.filter((f) => f.type === 'signal').map((f) => f.signal.id), expected, 'after the rewind');
+    });
+
+    it('runs two resume ops one after the other: each replays from its own cursor, answered in order', async () => {
+      const t = await join(root.client, 'two-resumes');
+      const s = await open(svc, t, { label: 'two resumes' });
+      const ids = await emitTo(t, 20, 'r');
+      await s.waitSignals(ids);
+      await quiesce(s, ids);
+      const before = s.pushes().map((f) => f.cursor!);
+      const [a, b] = [before[4], before[14]];
+      const sentAt = s.frames.length;
+      const [r1, r2] = await Promise.all([s.op('resume', { after: a }, 20_000), s.op('resume', { after: b }, 20_000)]);
+      expect([r1.data?.resumed_from, r2.data?.resumed_from]).toEqual([a, b]);
+      const i1 = s.frames.indexOf(r1);
+      const i2 = s.frames.indexOf(r2);
+      expect(i1).toBeLessThan(i2);
+      const cursors = (from: number, to: number) => s.frames.slice(from, to).filter((f) => f.cursor !== undefined && f.type !== 'welcome').map((f) => f.cursor);
+      expect(cursors(sentAt, i1)).toEqual(before.slice(5));
+      expect(cursors(i1 + 1, i2)).toEqual(before.slice(15));
+    });
+
+    it(`answers ops beyond ${MAX_PENDING_OPS} waiting on one socket with RATE_LIMIT_EXCEEDED, runs none of those, and keeps the socket`, async () => {
+      const t = await join(root.client, 'flood');
+      const s = await open(svc, t, { label: 'flood' });
+      const N = 400;
+      const idsSent = Array.from({ length: N }, (_, i) => `flood-${i}`);
+      // all in one go: the server receives them faster than it can commit them
+      for (const id of idsSent) s.send(JSON.stringify({ op: 'emit', id, signal_type: 'pulse', content: id, to_identity: t.id }));
+      const answered = () => s.frames.filter((f) => (f.type === 'result' || f.type === 'error') && typeof f.id === 'string' && f.id.startsWith('flood-'));
+      await waitFor(() => answered().length >= N, 60_000, () => `answers to ${N} ops (have ${answered().length})`);
+      const answers = answered();
+      expect(new Set(answers.map((f) => f.id)).size, 'one answer per op').toBe(N);
+      const refused = answers.filter((f) => f.type === 'error');
+      const done = answers.filter((f) => f.type === 'result');
+      expect(refused.length, 'some ops refused').toBeGreaterThan(0);
+      expect(done.length).toBeGreaterThanOrEqual(MAX_PENDING_OPS);
+      for (const f of refused) expectErrorFrame(f, 'RATE_LIMIT_EXCEEDED', f.id);
+      // the refused ops did not run: only the answered emits exist
+      const contents = new Set((await listAll(root.client)).filter((x) => x.to_identity === t.id).map((x) => x.content));
+      expect([...contents].sort()).toEqual(done.map((f) => f.id as string).sort());
+      // results came in the order the ops were sent
+      const order = done.map((f) => idsSent.indexOf(f.id as string));
+      expect(order).toEqual([...order].sort((x, y) => x - y));
+      expect(s.closeInfo).toBeUndefined();
+      expect(await s.ok('subscribe', {})).toEqual({ rings: [], types: [] });
+    });
+
+    it('leaves nothing behind in the hub for a socket closed while its resume op waits', async () => {
+      const t = await join(root.client, 'gone');
+      const watcher = await open(svc, t, { label: 'watcher' });
+      const baseline = svc.realtime.hub.positions().length;
+      const s = await PushSocket.open(svc.url, t.key, { label: 'closing' });
+      expect(svc.realtime.hub.positions().length).toBe(baseline + 1);
+      s.send(JSON.stringify({ op: 'resume', id: 'late', after: s.welcome.cursor }));
+      s.ws.terminate();
+      await s.closed();
+      await waitFor(() => svc.realtime.hub.positions().length === baseline, 5000, 'the closed socket to leave the hub');
+      // a full round trip later (a commit pushed to another socket), the resume has had its turn: still nothing
+      const later = await emitOk(root, { signal_type: 'pulse', content: 'later', to_identity: t.id });
+      await watcher.waitSignals([later.id]);
+      await watcher.waitUpdate(later.id, (x) => x.delivery_state === 'delivered', 'delivered');
+      expect(svc.realtime.hub.positions().length).toBe(baseline);
     });
   });
 
