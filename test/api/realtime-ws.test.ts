@@ -13,6 +13,11 @@ import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { MAX_PENDING_OPS } from '../../src/realtime/ws.js';
+import { REACH_MAX, ReachCache } from '../../src/realtime/audience.js';
+import { DELIVERED_MAX, Deliverer } from '../../src/realtime/deliverer.js';
+import { Org } from '../../src/org/service.js';
+import { Signals } from '../../src/signals/service.js';
+import { readConfig } from '../../src/config.js';
 import { emitOk, expectError, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
@@ -421,6 +426,46 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       await watcher.waitSignals([later.id]);
       await watcher.waitUpdate(later.id, (x) => x.delivery_state === 'delivered', 'delivered');
       expect(svc.realtime.hub.positions().length).toBe(baseline);
+    });
+  });
+
+  /** The per-process maps of the push layer keyed by identities and signals are bounded (least recently used goes). */
+  describe('bounded memory', () => {
+    let svc: Started;
+    let root: Member;
+
+    beforeAll(async () => {
+      svc = await servers.start();
+      root = await bootstrap(svc.url);
+    });
+
+    it('the reach cache keeps at most its bound of identities, dropping the least recently asked-for', async () => {
+      const org = new Org(svc.runtime);
+      const reach = new ReachCache(org, 3);
+      const ms = await pool(5, 2, (i) => join(root.client, `reach-${i}`));
+      expect((await root.client.post('/rings', { name: 'reachers', members: ms.map((m) => m.id) })).status).toBe(201);
+      for (const m of ms.slice(0, 3)) await reach.load(m.id);
+      expect(reach.size).toBe(3);
+      reach.get(ms[0].id); // used again: ms[1] is now the least recently used
+      for (const m of ms.slice(3)) await reach.load(m.id);
+      expect(reach.size).toBe(3);
+      for (const m of [ms[0], ms[3], ms[4]]) expect(reach.get(m.id).rings, m.name).toHaveLength(1);
+      // a dropped identity is loaded again on demand, still within the bound
+      expect(reach.get(ms[1].id).rings).toEqual([]);
+      await waitFor(() => reach.get(ms[1].id).rings.length === 1, 5000, 'the dropped identity to be loaded again');
+      expect(reach.size).toBe(3);
+      expect(svc.realtime.reach.size).toBeLessThanOrEqual(REACH_MAX);
+    });
+
+    it('the deliverer remembers at most its bound of signals and still marks each pushed signal delivered', async () => {
+      const org = new Org(svc.runtime);
+      const deliverer = new Deliverer(new Signals(svc.runtime, org, readConfig(svc.env)), 3);
+      const to = await join(root.client, 'delivered-to');
+      const ids = await pool(8, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `d${i}`, to_identity: to.id })).id as string);
+      for (const id of ids) deliverer.pushed(id);
+      expect(deliverer.size).toBe(3);
+      await waitFor(async () => (await listAll(root.client)).filter((x) => ids.includes(x.id) && x.delivery_state === 'delivered').length === ids.length, 5000, 'every pushed signal delivered');
+      expect(svc.realtime.deliverer.size).toBeLessThanOrEqual(DELIVERED_MAX);
     });
   });
 
