@@ -413,16 +413,19 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
 
     it('leaves nothing behind in the hub for a socket closed while its resume op waits', async () => {
       const t = await join(root.client, 'gone');
-      const watcher = await open(svc, t, { label: 'watcher' });
+      const w = await join(root.client, 'watcher');
+      const watcher = await open(svc, w, { label: 'watcher' });
       const baseline = svc.realtime.hub.positions().length;
       const s = await PushSocket.open(svc.url, t.key, { label: 'closing' });
       expect(svc.realtime.hub.positions().length).toBe(baseline + 1);
+      // the close frame follows the op on the wire: the server has the op when the socket closes
       s.send(JSON.stringify({ op: 'resume', id: 'late', after: s.welcome.cursor }));
-      s.ws.terminate();
+      s.ws.close();
       await s.closed();
       await waitFor(() => svc.realtime.hub.positions().length === baseline, 5000, 'the closed socket to leave the hub');
-      // a full round trip later (a commit pushed to another socket), the resume has had its turn: still nothing
-      const later = await emitOk(root, { signal_type: 'pulse', content: 'later', to_identity: t.id });
+      // a full round trip later (a commit pushed to another identity's socket, which the closed socket
+      // would not be shown), the resume has had its turn: still nothing left of it
+      const later = await emitOk(root, { signal_type: 'pulse', content: 'later', to_identity: w.id });
       await watcher.waitSignals([later.id]);
       await watcher.waitUpdate(later.id, (x) => x.delivery_state === 'delivered', 'delivered');
       expect(svc.realtime.hub.positions().length).toBe(baseline);
