@@ -35,6 +35,8 @@ export interface Service {
   store: Store;
   blobs: BlobStore;
   runtime: Runtime;
+  /** the push layer, for tests that check its bounds */
+  realtime: Realtime;
   log: Logger;
   close(): Promise<void>;
 }
@@ -93,6 +95,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     store,
     blobs,
     runtime,
+    realtime,
     log,
     async close() {
       front.close();

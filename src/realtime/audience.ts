@@ -11,18 +11,37 @@ import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
 import type { JournalEntry } from '../signals/kind.js';
 import { outOfScope } from '../signals/policy.js';
+import { Lru } from './lru.js';
 
 const REACH_TTL_MS = 1000;
+/** identities whose reach is cached per process; past it the least recently asked-for is dropped */
+export const REACH_MAX = 10_000;
 
 export interface Filters {
   rings?: string[];
   types?: string[];
 }
 
+interface Reach {
+  roles: string[];
+  rings: string[];
+  at: number;
+  loading?: Promise<void>;
+}
+
 /** Roles and rings per identity, refreshed in the background at most every second while someone asks. */
 export class ReachCache {
-  private cache = new Map<string, { roles: string[]; rings: string[]; at: number; loading?: Promise<void> }>();
-  constructor(private org: Org) {}
+  private cache: Lru<string, Reach>;
+  constructor(
+    private org: Org,
+    max = REACH_MAX,
+  ) {
+    this.cache = new Lru(max);
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
 
   async load(identityId: string): Promise<void> {
     const places = await this.org.placesOf(identityId);
@@ -32,7 +51,7 @@ export class ReachCache {
   get(identityId: string): { roles: string[]; rings: string[] } {
     const c = this.cache.get(identityId);
     if (!c) {
-      void this.load(identityId);
+      void this.load(identityId).catch(() => undefined);
       return { roles: [], rings: [] };
     }
     if (now() - c.at > REACH_TTL_MS && !c.loading) {
