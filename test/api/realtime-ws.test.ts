@@ -16,8 +16,6 @@ import { MAX_PENDING_OPS } from '../../src/realtime/ws.js';
 import { REACH_MAX, ReachCache } from '../../src/realtime/audience.js';
 import { DELIVERED_MAX, Deliverer } from '../../src/realtime/deliverer.js';
 import { Org } from '../../src/org/service.js';
-import { Signals } from '../../src/signals/service.js';
-import { readConfig } from '../../src/config.js';
 import { emitOk, expectError, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
@@ -461,8 +459,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     });
 
     it('the deliverer remembers at most its bound of signals and still marks each pushed signal delivered', async () => {
-      const org = new Org(svc.runtime);
-      const deliverer = new Deliverer(new Signals(svc.runtime, org, readConfig(svc.env)), 3);
+      const deliverer = new Deliverer(svc.realtime.signals, 3);
       const to = await join(root.client, 'delivered-to');
       const ids = await pool(8, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `d${i}`, to_identity: to.id })).id as string);
       for (const id of ids) deliverer.pushed(id);
