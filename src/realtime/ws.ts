@@ -97,7 +97,9 @@ class Connection implements Subscriber {
   fail(err: unknown): void {
     if (isAppError(err) && err.code === 'PUSH_CURSOR_EXPIRED') return this.fatal(CLOSE.cursorExpired, err);
     this.rt.log.warn({ err }, 'websocket replay failed');
-    this.fatal(CLOSE.internal, new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor'));
+    // a backend error keeps its own code (503 unreachable, 504 slow); anything else is reported as unreachable
+    const reason = isAppError(err) && err.code.startsWith('DB_') ? err : new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor');
+    this.fatal(CLOSE.internal, reason);
   }
 
   drained(): void {
