@@ -1,6 +1,8 @@
 /** Marks pushed signals delivered, once per signal and process (a role of many sockets makes one attempt). */
 import { now } from '../clock.js';
+import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import type { Signals } from '../signals/service.js';
+import type { Audience } from './audience.js';
 import { Lru } from './lru.js';
 
 const FORGET_MS = 10_000;
@@ -18,6 +20,11 @@ export class Deliverer {
 
   get size(): number {
     return this.recent.size;
+  }
+
+  /** A new, still pending signal pushed to one of its recipients is marked delivered. */
+  consider(e: JournalEntry, audience: Audience): void {
+    if (isSignalEntry(e) && e.type === 'signal' && e.signal.delivery_state === 'pending' && audience.isRecipient(e)) this.pushed(e.signal.id);
   }
 
   pushed(signalId: string): void {

@@ -11,7 +11,7 @@
  */
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
+import { JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
 import type { LogEntry, Store } from '../store/port.js';
 
 const REPLAY_PAGE = 500;
@@ -62,8 +62,8 @@ export class Hub {
   ) {}
 
   async start(): Promise<void> {
-    this.unsubscribe = await this.store.subscribe<JournalEntry>(SIGNAL_LOG, (e) => this.enqueue(e));
-    this.lastSeq = await this.store.lastSeq(SIGNAL_LOG);
+    this.unsubscribe = await this.store.subscribe<JournalEntry>(JOURNAL_LOG, (e) => this.enqueue(e));
+    this.lastSeq = await this.store.lastSeq(JOURNAL_LOG);
     this.catchUp = setInterval(() => {
       this.chain = this.chain.then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
       void this.trim().catch((err) => this.log.warn({ err }, 'journal trim failed'));
@@ -74,19 +74,19 @@ export class Hub {
   /** Keeps the last `retain` journal entries; every instance may run it, the store makes it idempotent. */
   private async trim(): Promise<void> {
     const before = this.lastSeq - this.retain + 1;
-    if (before > this.journalStart) this.journalStart = await this.store.trimLog(SIGNAL_LOG, before, TRIM_STEP);
+    if (before > this.journalStart) this.journalStart = await this.store.trimLog(JOURNAL_LOG, before, TRIM_STEP);
   }
 
   /** Refuses a cursor whose following changes were trimmed away. */
   async assertResumable(after: number): Promise<void> {
-    const start = await this.store.logStart(SIGNAL_LOG);
+    const start = await this.store.logStart(JOURNAL_LOG);
     if (after + 1 < start) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String(start - 1) });
   }
 
   /** Processes whatever the stored journal has beyond this hub's position. */
   private async fill(): Promise<void> {
     for (;;) {
-      const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, this.lastSeq, REPLAY_PAGE);
+      const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, this.lastSeq, REPLAY_PAGE);
       for (const e of page) this.fanOut(e);
       if (page.length < REPLAY_PAGE) return;
     }
@@ -143,7 +143,7 @@ export class Hub {
     const sub = slot.sub;
     try {
       for (;;) {
-        const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, sub.lastSeq, REPLAY_PAGE);
+        const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, sub.lastSeq, REPLAY_PAGE);
         if (this.slots.get(sub) !== slot) return;
         // journal sequences have no holes: a missing next entry was trimmed while this subscriber lagged
         if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);

@@ -11,7 +11,7 @@ import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
-import type { JournalEntry } from '../signals/kind.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
 import { Audience } from './audience.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
@@ -75,8 +75,8 @@ class Stream implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
-    this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e.signal)}\n\n`);
-    if (e.type === 'signal' && e.signal.delivery_state === 'pending' && this.audience.isRecipient(e)) this.rt.deliverer.pushed(e.signal.id);
+    this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
+    this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
 

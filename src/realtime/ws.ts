@@ -10,7 +10,7 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
-import type { JournalEntry } from '../signals/kind.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
 import { Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
@@ -81,9 +81,10 @@ class Connection implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.closed) return 'gone';
     if (this.ws.getBufferedAmount() > this.limits.push) return 'full';
-    if (this.send({ type: e.type, signal: e.signal, cursor: String(seq) }) === DROPPED) return 'full';
+    const { subject, data } = frameOf(e);
+    if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
     this.sentSeq = seq;
-    if (e.type === 'signal' && e.signal.delivery_state === 'pending' && this.audience.isRecipient(e)) this.rt.deliverer.pushed(e.signal.id);
+    this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
 

@@ -10,7 +10,7 @@ import { BACKENDS, serversOn } from '../helpers/server.js';
 import { bootstrap, type Member } from '../helpers/client.js';
 import { pool, PushSocket, refusedUpgrade, waitFor } from '../helpers/push.js';
 import { emitOk, expectError } from './support.js';
-import { SIGNAL_LOG } from '../../src/signals/kind.js';
+import { JOURNAL_LOG } from '../../src/journal/journal.js';
 
 describe.each(BACKENDS)('journal retention on %s', (backend) => {
   const servers = serversOn(backend);
@@ -23,19 +23,19 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     root = await bootstrap(svc.url);
     for (let i = 0; i < 30; i++) ids.push((await emitOk(root, { signal_type: 'pulse', content: `n${i}` })).id);
     // the hub trims on its one-second beat
-    const last = await svc.store.lastSeq(SIGNAL_LOG);
-    await waitFor(async () => (await svc.store.logStart(SIGNAL_LOG)) === last - 10 + 1, 5000, 'the journal to be trimmed to its last 10 entries');
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    await waitFor(async () => (await svc.store.logStart(JOURNAL_LOG)) === last - 10 + 1, 5000, 'the journal to be trimmed to its last 10 entries');
   });
 
   it('keeps the last entries and drops the rest', async () => {
-    const last = await svc.store.lastSeq(SIGNAL_LOG);
-    const start = await svc.store.logStart(SIGNAL_LOG);
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    const start = await svc.store.logStart(JOURNAL_LOG);
     expect(start).toBe(last - 10 + 1);
-    expect((await svc.store.readLog(SIGNAL_LOG, 0, 100)).map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
+    expect((await svc.store.readLog(JOURNAL_LOG, 0, 100)).map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
   });
 
   it('a cursor inside the window resumes; one before it is refused on every path', async () => {
-    const start = await svc.store.logStart(SIGNAL_LOG);
+    const start = await svc.store.logStart(JOURNAL_LOG);
     const inside = String(start - 1);
     const s = await PushSocket.open(svc.url, root.key, { after: inside });
     await waitFor(() => s.pushes().length >= 10, 5000, 'the 10 retained changes');
@@ -68,10 +68,10 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     const stuck = () => lagging.realtime.hub.positions().find((p) => p.waitingForRoom);
     await waitFor(() => stuck() !== undefined, 20_000, 'the paused socket to be held back');
     await emitting;
-    const end = await lagging.store.lastSeq(SIGNAL_LOG);
+    const end = await lagging.store.lastSeq(JOURNAL_LOG);
     // the window moves past everything the socket still owes
     for (let i = 0; i < 12; i++) await emitOk(admin, { signal_type: 'pulse', content: `after ${i}` });
-    await waitFor(async () => (await lagging.store.logStart(SIGNAL_LOG)) > end + 1, 5000, 'the journal to be trimmed past the socket');
+    await waitFor(async () => (await lagging.store.logStart(JOURNAL_LOG)) > end + 1, 5000, 'the journal to be trimmed past the socket');
     tcp.resume();
     const closed = await s.closed();
     expect(closed.code).toBe(4410);
