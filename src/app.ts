@@ -21,6 +21,8 @@ import { signalKind } from './signals/kind.js';
 import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
+import { rpcRoutes } from './rpc/rpc.js';
+import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -66,6 +68,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     },
   });
   front.routes(routes(services));
+  const methods = methodTable(services);
+  front.routes(rpcRoutes(methods, log));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();

@@ -7,6 +7,7 @@ import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
+import { abortSignal, sendWeb } from './web.js';
 import type { Links } from './links.js';
 import { validate, validateQuery, type Validator } from '../validation.js';
 
@@ -21,12 +22,18 @@ export interface Request<P = any> {
   body: any;
   headers: Record<string, string>;
   principal: P;
+  /** the body as received, for routes with `raw: true` (protocols that parse their own bodies) */
+  raw?: Buffer;
+  /** aborted when the client goes away: long answers (streams) stop on it */
+  signal?: AbortSignal;
 }
 
 export interface Reply {
   data: unknown;
   status?: number;
   meta?: Record<string, unknown>;
+  /** a web Response sent as it is (status, headers, streamed body) instead of the envelope */
+  web?: globalThis.Response;
 }
 
 export interface Route<P = any> {
@@ -37,6 +44,8 @@ export interface Route<P = any> {
   query?: Validator;
   /** the route's own validation code where the interface names one */
   invalid?: ErrorCode;
+  /** hand the unparsed body to the handler as `raw` */
+  raw?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -97,7 +106,8 @@ export class FrontEnd<P> {
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
+      if (out.web) return sendWeb(x, out.web, rid);
       send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
       this.fail(x, rid, e);
