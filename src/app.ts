@@ -2,7 +2,7 @@
 import type { Config } from './config.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
-import { Health } from './health/health.js';
+import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
@@ -22,6 +22,7 @@ import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import { rpcRoutes } from './rpc/rpc.js';
+import { Mcp, mcpRoutes } from './mcp/mcp.js';
 import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
@@ -70,6 +71,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   front.routes(routes(services));
   const methods = methodTable(services);
   front.routes(rpcRoutes(methods, log));
+  const mcp = new Mcp(methods, log, VERSION);
+  front.routes(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
@@ -85,6 +88,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     log,
     async close() {
       front.close();
+      await mcp.close();
       presence.stop();
       await realtime.stop();
       await runtime.stop();

@@ -47,7 +47,7 @@ export const HandoffParams = obj({
   release_claim: Type.Optional(NonEmpty),
 });
 const PageParams = obj({ after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
-const NoParams = obj({});
+const NoParams = compile(Type.Object({}, { additionalProperties: false }));
 
 type Params<V> = V extends Validator<infer T> ? T : never;
 const method = <V extends Validator<any>>(params: V, description: string, handler: (p: Principal, q: Params<V>) => Promise<unknown>, admin = false): Method<Params<V>> => ({ params, description, handler, admin });
