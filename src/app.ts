@@ -17,12 +17,13 @@ import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
 import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
-import { signalKind } from './signals/kind.js';
+import { signalKind, type JournalEntry } from './signals/kind.js';
 import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
+import { A2A, a2aRoutes, type SignalWatch } from './a2a/a2a.js';
 import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
@@ -74,6 +75,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const mcp = new Mcp(methods, log, VERSION);
   front.routes(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
+  front.routes(a2aRoutes(new A2A({ signals, org, watch: signalWatch(realtime), links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
@@ -93,6 +95,17 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await realtime.stop();
       await runtime.stop();
       await store.close();
+    },
+  };
+}
+
+/** One signal's committed changes from the push hub, for A2A streams (which may not import the push layer). */
+function signalWatch(realtime: Realtime): SignalWatch {
+  return {
+    subscribe(signalId, onChange) {
+      const sub = { lastSeq: 0, wants: (e: JournalEntry) => e.signal.id === signalId, deliver: (e: JournalEntry) => (onChange(e.signal), true) };
+      void realtime.hub.attach(sub);
+      return () => realtime.hub.detach(sub);
     },
   };
 }
