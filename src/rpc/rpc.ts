@@ -8,13 +8,18 @@ import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import { invoke, resolve, type MethodTable } from '../surface/methods.js';
 
-/** The standard numeric codes; a domain error (any other catalogue code) is -32000 with its code in data.code. */
+/**
+ * The standard numeric codes; a value a service refuses as malformed is -32602 too (its own code in
+ * data.code); any other domain error is -32000 with its code in data.code.
+ */
 export const RPC_CODES: Partial<Record<ErrorCode, number>> = {
   RPC_PARSE_ERROR: -32700,
   RPC_INVALID_REQUEST: -32600,
   RPC_METHOD_NOT_FOUND: -32601,
   RPC_INVALID_PARAMS: -32602,
   RPC_INTERNAL_ERROR: -32603,
+  VALIDATION_FIELD_REQUIRED: -32602,
+  VALIDATION_INVALID_TYPE: -32602,
 };
 export const DOMAIN_ERROR = -32000;
 
