@@ -18,6 +18,7 @@ import { signalView, type Signal } from '../signals/kind.js';
 import { outOfScope } from '../signals/policy.js';
 import { EmitBody } from '../signals/schemas.js';
 import type { Signals } from '../signals/service.js';
+import { decodeCursor, DEFAULT_LIMIT, encodeCursor } from '../surface/paging.js';
 import { validate } from '../validation.js';
 
 /** Changes of one signal as they commit; the push hub provides it (wired in src/app.ts). */
@@ -88,11 +89,16 @@ class SignalTaskStore implements TaskStore {
   /** Task state is derived from the signal: history and status writes of the SDK change nothing. */
   async save(): Promise<void> {}
 
-  async list(params: { pageSize?: number; pageToken: string }, ctx: ServerCallContext) {
+  /**
+   * The caller's own tasks (signals it sent), newest first. A status filter applies within each page, so a
+   * page may hold fewer; totalSize is the size of this page (the total is not counted).
+   */
+  async list(params: { pageSize?: number; pageToken: string; status?: TaskState }, ctx: ServerCallContext) {
     const p = principalOf(ctx);
-    const size = params.pageSize ?? 20;
-    const res = await this.signals.list(p, { from_identity: p.identity.id }, params.pageToken || undefined, size);
-    return { tasks: res.items.map(toTask), nextPageToken: res.cursor ?? '', pageSize: size, totalSize: res.items.length };
+    const size = params.pageSize ?? DEFAULT_LIMIT;
+    const res = await this.signals.list(p, { from_identity: p.identity.id }, decodeCursor(params.pageToken || undefined), size);
+    const tasks = res.items.map(toTask).filter((t) => !params.status || t.status?.state === params.status);
+    return { tasks, nextPageToken: res.cursor === null ? '' : encodeCursor(res.cursor), pageSize: size, totalSize: tasks.length };
   }
 }
 

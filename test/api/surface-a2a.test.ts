@@ -51,6 +51,7 @@ for (const backend of BACKENDS) {
     let root: Member;
     let alice: Member;
     let bob: Member;
+    let carol: Member;
     let a: A2AClient;
 
     beforeAll(async () => {
@@ -58,6 +59,7 @@ for (const backend of BACKENDS) {
       root = await bootstrap(url);
       alice = await join(root.client, 'alice');
       bob = await join(root.client, 'bob');
+      carol = await join(root.client, 'carol');
       expectOk(await root.client.post('/roles', { name: 'Builder', purpose: 'builds things', domains: ['code'] }), 201);
       expectOk(await root.client.post('/fills', { identity_id: bob.id, role_id: (await root.client.get('/roles')).body.data[0].id }), 201);
       a = await a2aClient(url, alice.key);
@@ -157,6 +159,20 @@ for (const backend of BACKENDS) {
       });
       expect(raw.status).toBe(422);
       expect((await raw.json()).error.data.code).toBe('A2A_CANCEL_FAILED');
+    });
+
+    it('ListTasks pages the caller own tasks, newest first', async () => {
+      const c = await a2aClient(url, carol.key);
+      const t1: any = await c.sendMessage(message('one', { signal_type: 'task' }));
+      const t2: any = await c.sendMessage(message('two', { signal_type: 'task' }));
+      const p1 = await c.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: 1, pageToken: '' } as never);
+      expect(p1.tasks.map((t) => t.id)).toEqual([t2.id]);
+      const p2 = await c.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageSize: 5, pageToken: p1.nextPageToken } as never);
+      expect(p2.tasks.map((t) => t.id)).toEqual([t1.id]);
+      expect(p2.nextPageToken).toBe('');
+      expectOk(await root.client.post('/claim', { signal_id: t1.id }));
+      const working = await c.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_WORKING, pageSize: 5, pageToken: '' } as never);
+      expect(working.tasks.map((t) => t.id)).toEqual([t1.id]);
     });
 
     it('the v0.3 method names work: message/send and tasks/get', async () => {
