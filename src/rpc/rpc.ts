@@ -22,6 +22,8 @@ export const RPC_CODES: Partial<Record<ErrorCode, number>> = {
   VALIDATION_INVALID_TYPE: -32602,
 };
 export const DOMAIN_ERROR = -32000;
+/** calls in one batch at most: a batch runs in order on one request */
+export const MAX_BATCH = 100;
 
 type Id = string | number | null;
 interface Answer {
@@ -67,7 +69,7 @@ export function rpcRoutes(table: MethodTable, log: Logger): Route<Principal>[] {
           return reply(errorAnswer(null, new AppError('RPC_PARSE_ERROR'), r.requestId));
         }
         if (!Array.isArray(msg)) return reply(await one(msg, r.principal, r.requestId));
-        if (msg.length === 0) return reply(errorAnswer(null, new AppError('RPC_INVALID_REQUEST', 'A batch holds at least one call'), r.requestId));
+        if (msg.length === 0 || msg.length > MAX_BATCH) return reply(errorAnswer(null, new AppError('RPC_INVALID_REQUEST', `A batch holds 1 to ${MAX_BATCH} calls`, { calls: msg.length }), r.requestId));
         // in order, so a batch that emits then claims sees its own emit
         const answers: Answer[] = [];
         for (const m of msg) answers.push(await one(m, r.principal, r.requestId));

@@ -232,6 +232,7 @@ for (const backend of BACKENDS) {
       rpcError(await post(JSON.stringify({ id: 1, method: 'roles.list' })), 400, 'RPC_INVALID_REQUEST', -32600);
       rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1 })), 400, 'RPC_INVALID_REQUEST', -32600);
       rpcError(await post('[]'), 400, 'RPC_INVALID_REQUEST', -32600);
+      rpcError(await post(JSON.stringify(Array.from({ length: 101 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'roles.list' })))), 400, 'RPC_INVALID_REQUEST', -32600);
       rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'memory.nope' })), 404, 'RPC_METHOD_NOT_FOUND', -32601);
       rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks.claim', params: ['positional'] })), 400, 'RPC_INVALID_PARAMS', -32602);
       const missing = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks.claim', params: {} }));
