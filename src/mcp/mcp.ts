@@ -106,7 +106,8 @@ export class Mcp {
       this.sessions.delete(sid!);
       this.sessions.set(sid!, session);
     }
-    const req = new globalThis.Request(`http://${r.headers.host ?? 'localhost'}/mcp`, {
+    // a fixed origin: the Host header is the client's text, and the transport reads only method, headers and body
+    const req = new globalThis.Request('http://localhost/mcp', {
       method: verb,
       headers: r.headers,
       body: verb === 'POST' ? new Uint8Array(r.raw!) : undefined,
