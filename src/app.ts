@@ -6,7 +6,7 @@ import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
-import { Health } from './health/health.js';
+import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
@@ -27,6 +27,10 @@ import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import { Workspace } from './workspace/service.js';
 import { Workstreams } from './workstreams/service.js';
+import { rpcRoutes } from './rpc/rpc.js';
+import { Mcp, mcpRoutes } from './mcp/mcp.js';
+import { A2A, a2aRoutes } from './a2a/a2a.js';
+import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -82,7 +86,12 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     },
   });
   front.routes(routes(services));
+  const methods = methodTable(services);
+  front.routes(rpcRoutes(methods, log));
+  const mcp = new Mcp(methods, log, VERSION);
+  front.routes(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
+  front.routes(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
@@ -99,6 +108,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     log,
     async close() {
       front.close();
+      await mcp.close();
       presence.stop();
       await realtime.stop();
       await runtime.stop();
