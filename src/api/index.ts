@@ -1,5 +1,8 @@
 import type { Route } from '../http/server.js';
 import { adminRoutes } from './admin.js';
+import { auditRoutes } from './audit.js';
+import { authRoutes } from './auth.js';
+import { identityRoutes } from './identities.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
 import { orgRoutes } from './org.js';
@@ -7,5 +10,5 @@ import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s)];
 export type { Services };

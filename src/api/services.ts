@@ -1,4 +1,8 @@
+import type { Audit } from '../audit/audit.js';
+import type { Siwe } from '../auth/siwe.js';
 import type { Config } from '../config.js';
+import type { AuthRequests } from '../identity/auth-requests.js';
+import type { Wallets } from '../identity/wallets.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
@@ -19,4 +23,8 @@ export interface Services {
   inbox: Inbox;
   health: Health;
   stats: Stats;
+  siwe: Siwe;
+  wallets: Wallets;
+  authRequests: AuthRequests;
+  audit: Audit;
 }

@@ -27,6 +27,8 @@ export interface Reply {
   data: unknown;
   status?: number;
   meta?: Record<string, unknown>;
+  /** a non-JSON answer (the invite skill's Markdown): sent as is, without the envelope */
+  text?: { contentType: string; body: string };
 }
 
 export interface Route<P = any> {
@@ -44,8 +46,10 @@ export interface FrontEndOptions<P> {
   bodyLimit: number;
   links: Links;
   log: Logger;
-  /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
-  authenticate(header: string | undefined, admin: boolean): Promise<P>;
+  /** resolves an Authorization header to a principal, or throws AUTH_KEY_* (or RATE_LIMIT_EXCEEDED) */
+  authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
+  /** headers every answer to an authenticated request carries (RateLimit-*) */
+  principalHeaders?(principal: P): Record<string, string>;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -91,14 +95,16 @@ export class FrontEnd<P> {
 
   private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>): Promise<void> {
     try {
-      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
       const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
-      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+      const extra = principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {};
+      if (out.text) return send(x, out.status ?? 200, { 'content-type': out.text.contentType, 'x-request-id': rid, ...extra }, out.text.body);
+      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid, ...extra }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
       this.fail(x, rid, e);
     }
@@ -107,7 +113,7 @@ export class FrontEnd<P> {
   fail(x: Exchange, rid: string, e: unknown): void {
     const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
     if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {

@@ -17,7 +17,7 @@ const LAYERS: Record<string, number> = {
   // the actor host
   runtime: 2,
   // services: rules per part of the interface
-  identity: 3, auth: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
+  identity: 3, auth: 3, audit: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
   // transports
   http: 4, api: 4, realtime: 4,
   // composition
