@@ -42,7 +42,8 @@ export class Registry {
 
 function classify(e: unknown, id: bigint): AppError {
   if (e instanceof BaseError) {
-    if (e.walk((c) => c instanceof ContractFunctionRevertedError)) return new AppError('REGISTRY_AGENT_NOT_FOUND', `Agent ${id} is not in the registry`);
+    // ERC-721 ownerOf reverts for an unminted id; nodes word it differently (geth: execution reverted, ganache: VM Exception ... revert)
+    if (e.walk((c) => c instanceof ContractFunctionRevertedError || (c instanceof BaseError && /revert/i.test(c.details)))) return new AppError('REGISTRY_AGENT_NOT_FOUND', `Agent ${id} is not in the registry`);
     if (e.walk((c) => c instanceof HttpRequestError || c instanceof TimeoutError)) return new AppError('REGISTRY_UNAVAILABLE', 'The agent registry did not answer');
     return new AppError('REGISTRY_RESOLUTION_FAILED', `The agent registry answered an error: ${e.shortMessage}`);
   }
