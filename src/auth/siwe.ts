@@ -3,8 +3,9 @@
  * `viem` recovers the EIP-191 signer). `verify` answers the signer and the ops that consume the nonce;
  * the caller commits them with whatever the sign-in writes, so a refused request consumes nothing.
  */
-import { generateNonce, SiweMessage } from 'siwe';
-import { getAddress, recoverMessageAddress, type Address, type Hex } from 'viem';
+import { randomInt } from 'node:crypto';
+import type { SiweMessage } from 'siwe';
+import type { Address, Hex } from 'viem';
 import { AppError, isAppError, type ErrorCode } from '../errors.js';
 import { iso, now } from '../clock.js';
 import type { Op, Store } from '../store/port.js';
@@ -19,6 +20,11 @@ interface NonceRecord {
 const REMEMBER_MS = 86_400_000;
 const SWEEP = 50;
 const nonceKey = (n: string) => `siwe-nonce:${n}`;
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** EIP-4361 nonces are alphanumeric, at least 8 characters; 22 of 62 symbols is over 128 bits */
+const generateNonce = () => Array.from({ length: 22 }, () => ALNUM[randomInt(ALNUM.length)]).join('');
+/** siwe and viem take seconds to load: loaded on the first sign-in, not at startup */
+const libs = async () => ({ ...(await import('siwe')), ...(await import('viem')) });
 const NONCES = 'siwe-nonces';
 /** index members sort by when the nonce may be forgotten */
 const member = (r: NonceRecord) => `${String(r.expires_at + REMEMBER_MS).padStart(15, '0')}:${r.nonce}`;
@@ -56,6 +62,7 @@ export class Siwe {
 
   /** Checks message, domain, signature, validity window and nonce, in that order; throws the SIWE_* code. */
   async verify(text: string, signature: string): Promise<Verified> {
+    const { SiweMessage, getAddress, recoverMessageAddress } = await libs();
     let msg: SiweMessage;
     try {
       msg = new SiweMessage(text);
