@@ -43,6 +43,13 @@ for (const backend of BACKENDS) {
       expect(own).toMatchObject({ status: 200, limit: '4', remaining: '3' });
     });
 
+    it('unset, RATE_LIMIT_DEFAULT is 600 a minute', async () => {
+      // the test helpers turn the default off; an empty value is "unset" to the config reader
+      const dflt = await servers.start({ RATE_LIMIT_DEFAULT: '' });
+      const admin = await bootstrap(dflt.url);
+      expect(await limited(dflt.url, admin.key)).toMatchObject({ status: 200, limit: '600', remaining: '599' });
+    });
+
     it('public routes carry no rate-limit headers; RATE_LIMIT_DEFAULT=0 turns the default off', async () => {
       const pub = await fetch(url + '/health');
       expect(pub.headers.get('ratelimit-limit')).toBeNull();
