@@ -28,6 +28,14 @@ export interface Config {
   maxUploadBytes: number;
   /** set when S3_ENDPOINT is: blobs go to S3 (or MinIO) instead of DATA_DIR/blobs */
   s3: S3Config | undefined;
+  siweNonceTtlMs: number;
+  siweSessionTtlMs: number;
+  authRequestEnabled: boolean;
+  /** requests per minute per key when the key names none; 0 = no limit */
+  rateLimitDefault: number;
+  registryRpcUrl: string | undefined;
+  registryAddress: `0x${string}` | undefined;
+  registryTimeoutMs: number;
 }
 
 export interface S3Config {
@@ -89,6 +97,11 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const redisPrefix = env.REDIS_PREFIX || 'svc';
   if (!/^[A-Za-z0-9_.-]+$/.test(redisPrefix)) throw new ConfigError(`REDIS_PREFIX must be letters, digits, _ . -, got "${redisPrefix}"`);
+  const registryRpcUrl = env.REGISTRY_RPC_URL || undefined;
+  if (registryRpcUrl && !/^(https?|wss?):\/\//.test(registryRpcUrl)) throw new ConfigError(`REGISTRY_RPC_URL must be an http(s) or ws(s) URL, got "${registryRpcUrl}"`);
+  const registryAddress = env.REGISTRY_ADDRESS || undefined;
+  if (registryAddress && !/^0x[0-9a-fA-F]{40}$/.test(registryAddress)) throw new ConfigError(`REGISTRY_ADDRESS must be a 0x-prefixed 20-byte hex address, got "${registryAddress}"`);
+  if (!registryRpcUrl !== !registryAddress) throw new ConfigError('REGISTRY_RPC_URL and REGISTRY_ADDRESS must be set together');
   return Object.freeze({
     port,
     host,
@@ -114,5 +127,12 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
     maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
     s3: s3Config(env),
+    siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
+    siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
+    authRequestEnabled: bool(env, 'AUTH_REQUEST_ENABLED', false),
+    rateLimitDefault: int(env, 'RATE_LIMIT_DEFAULT', 600, 0),
+    registryRpcUrl,
+    registryAddress: registryAddress as `0x${string}` | undefined,
+    registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
   });
 }
