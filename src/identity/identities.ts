@@ -7,6 +7,8 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
+import { accessEndedOp } from '../journal/journal.js';
+import { readAll } from '../store/scan.js';
 import { adminSetOps } from './create.js';
 import { indexes, keys, type ApiKey, type Identity, type Membership, type Principal } from './model.js';
 import type { Registry } from './registry.js';
@@ -85,7 +87,7 @@ export class Identities {
       const cur = await this.store.get<Identity>(keys.identity(id));
       if (!cur) throw new AppError('IDENTITY_NOT_FOUND');
       const identity = cur.value;
-      const keyIds = await this.store.range(indexes.apiKeysOf(id), { limit: 100_000 });
+      const keyIds = await readAll(this.store, indexes.apiKeysOf(id));
       const [membership, ...apiKeys] = await this.store.getMany<unknown>([keys.membership(id), ...keyIds.map(keys.apiKey)]);
       const ops: Op[] = [
         { op: 'del', key: keys.identity(id), expect: cur.version },
@@ -93,6 +95,7 @@ export class Identities {
         { op: 'index', index: indexes.identities, member: id, remove: true },
         ...apiKeys.flatMap((k): Op[] => (k && !(k.value as ApiKey).revoked ? [{ op: 'put', key: keys.apiKey((k.value as ApiKey).id), value: { ...(k.value as ApiKey), revoked: true }, expect: k.version }] : [])),
         ...auditOps({ actor: admin.identity.id, action: 'identity.delete', target: id, requestId: admin.requestId, details: { name: identity.name, keys_revoked: keyIds.length } }),
+        accessEndedOp(id, 'deleted'),
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
       if (membership) ops.push({ op: 'put', key: keys.membership(id), value: { ...(membership.value as Membership), status: 'removed', updated_at: iso() }, expect: membership.version });

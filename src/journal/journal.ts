@@ -65,3 +65,17 @@ export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]
     (a.rings?.some((r) => reach.rings.includes(r)) ?? false)
   );
 }
+
+/** An identity's access ended (deleted, membership suspended or removed): its open sockets and streams close. */
+export const ACCESS_ENDED = 'identity.access_ended';
+export type AccessEndedReason = 'deleted' | 'suspended' | 'removed';
+
+export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op =>
+  eventOp({ type: ACCESS_ENDED, subject: 'identity', data: { identity_id: identityId, reason }, audience: { identities: [identityId] } });
+
+/** The reason this entry ends the identity's access, if it does. */
+export function accessEndedFor(e: JournalEntry, identityId: string): AccessEndedReason | undefined {
+  if (isSignalEntry(e) || e.type !== ACCESS_ENDED) return undefined;
+  const d = e.data as { identity_id: string; reason: AccessEndedReason };
+  return d.identity_id === identityId ? d.reason : undefined;
+}

@@ -9,7 +9,8 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { inAudience, isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import { inAudience, isSignalEntry, type AccessEndedReason, type JournalEntry } from '../journal/journal.js';
+import { AppError } from '../errors.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from './lru.js';
 
@@ -98,3 +99,7 @@ export class Audience {
     return e.type === 'signal.updated' && (s.from_identity === me || s.claimed_by === me);
   }
 }
+
+/** The error a socket is closed with when its identity's access ends. */
+export const accessError = (reason: AccessEndedReason): AppError =>
+  reason === 'deleted' ? new AppError('AUTH_KEY_REVOKED', 'The identity of this key was deleted') : new AppError('POLICY_MEMBERSHIP_REQUIRED', `The membership was ${reason}`);

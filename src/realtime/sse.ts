@@ -11,7 +11,7 @@ import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
-import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
 import { Audience } from './audience.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
@@ -69,6 +69,10 @@ class Stream implements Subscriber {
   }
 
   wants(e: JournalEntry): boolean {
+    if (accessEndedFor(e, this.principal.identity.id)) {
+      this.end();
+      return false;
+    }
     return this.audience.wants(e);
   }
 

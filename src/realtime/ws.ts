@@ -10,7 +10,8 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
-import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
+import { accessError } from './audience.js';
 import { Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
@@ -75,6 +76,11 @@ class Connection implements Subscriber {
   }
 
   wants(e: JournalEntry): boolean {
+    const ended = accessEndedFor(e, this.audience.principal.identity.id);
+    if (ended) {
+      if (!this.closed) this.fatal(ended === 'deleted' ? CLOSE.unauthorized : CLOSE.forbidden, accessError(ended));
+      return false;
+    }
     return this.audience.wants(e);
   }
 
@@ -152,8 +158,10 @@ class Connection implements Subscriber {
   }
 
   /** The connect-time attach (and its replay) runs first: ops wait behind it. */
+  /** Live at once from the welcome's cursor (nothing committed after it is missed); a `?after=` replay runs before any op. */
   attach(after: number | undefined): void {
-    if (after !== undefined) this.sentSeq = after;
+    if (after === undefined) return void this.rt.hub.attach(this).catch((err) => this.fail(err));
+    this.sentSeq = after;
     this.then(() => this.rt.hub.attach(this, after).catch((err) => this.fail(err)));
   }
 

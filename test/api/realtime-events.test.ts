@@ -74,5 +74,18 @@ for (const backend of BACKENDS) {
       await waitFor(() => sb.signalIds().length >= 1, 5000, 'the broadcast reached the socket, so the stream has passed it too');
       expect(files.events.map((e) => e.type)).toEqual(['workspace.file_updated']);
     });
+
+    it('deleting an identity closes its open socket (4401) and ends its stream at once, with no op needed', async () => {
+      const gone = await join(root.client, 'ev-gone');
+      const ws = await PushSocket.open(svc.url, gone.key, { label: 'gone' });
+      const sse = await SseStream.open(svc.url, { token: gone.key }, 'gone-stream');
+      streams.push(sse);
+      let ended = false;
+      sse.es.addEventListener('error', () => (ended = true));
+      expectOk(await root.client.del(`/admin/identity/${gone.id}`));
+      expect(await ws.closed()).toMatchObject({ code: 4401 });
+      expect(ws.frames.find((f) => f.type === 'error')?.error?.code).toBe('AUTH_KEY_REVOKED');
+      await waitFor(() => ended, 5000, 'the stream of the deleted identity to end');
+    });
   });
 }
