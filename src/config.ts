@@ -20,6 +20,18 @@ export interface Config {
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
+  embedding: EmbeddingConfig;
+  memoryNamespaceQuota: number;
+}
+
+export interface EmbeddingConfig {
+  provider: 'hash' | 'openai' | 'none';
+  dim: number;
+  url: string | undefined;
+  model: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  batch: number;
 }
 
 export class ConfigError extends Error {}
@@ -59,6 +71,20 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const redisPrefix = env.REDIS_PREFIX || 'svc';
   if (!/^[A-Za-z0-9_.-]+$/.test(redisPrefix)) throw new ConfigError(`REDIS_PREFIX must be letters, digits, _ . -, got "${redisPrefix}"`);
+  const provider = env.EMBEDDING_PROVIDER || 'hash';
+  if (provider !== 'hash' && provider !== 'openai' && provider !== 'none') throw new ConfigError(`EMBEDDING_PROVIDER must be hash, openai or none, got "${provider}"`);
+  const embeddingUrl = env.EMBEDDING_URL || undefined;
+  if (embeddingUrl && !/^https?:\/\//.test(embeddingUrl)) throw new ConfigError(`EMBEDDING_URL must start with http:// or https://, got "${embeddingUrl}"`);
+  if (provider === 'openai' && !embeddingUrl) throw new ConfigError('EMBEDDING_URL is required when EMBEDDING_PROVIDER is openai');
+  const embedding: EmbeddingConfig = Object.freeze({
+    provider,
+    dim: int(env, 'EMBEDDING_DIM', 384, 2, 4096),
+    url: embeddingUrl?.replace(/\/+$/, ''),
+    model: env.EMBEDDING_MODEL || 'text-embedding-3-small',
+    apiKey: env.EMBEDDING_API_KEY || undefined,
+    timeoutMs: int(env, 'EMBEDDING_TIMEOUT_MS', 10_000, 1),
+    batch: int(env, 'EMBEDDING_BATCH', 64, 1, 2048),
+  });
   return Object.freeze({
     port,
     host,
@@ -78,5 +104,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
+    embedding,
+    memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
   });
 }
