@@ -4,6 +4,10 @@ import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
 import { Health } from './health/health.js';
 import { Links } from './http/links.js';
+import { openEmbedder } from './embedding/provider.js';
+import { Acl } from './memory/acl.js';
+import { Memories } from './memory/service.js';
+import { openVectorIndex } from './vector/index.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
@@ -43,6 +47,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
+  const vectorIndex = await openVectorIndex(config);
+  if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
+  const memories = new Memories(runtime, new Acl(org), openEmbedder(config.embedding), vectorIndex, config, log);
+  await memories.open();
+  health.report('vector_index', () => vectorIndex.info);
   const services = {
     config,
     invites: new Invites(runtime),
@@ -53,6 +62,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     inbox,
     health,
     stats: new Stats(store, presence, health),
+    memories,
   };
   const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
@@ -84,6 +94,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       presence.stop();
       await realtime.stop();
       await runtime.stop();
+      await vectorIndex.close();
       await store.close();
     },
   };

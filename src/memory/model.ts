@@ -1,0 +1,74 @@
+/** Memory records, their keys and indexes in the store. */
+export const MEMORY_TYPES = ['semantic', 'episodic', 'procedural', 'fact', 'preference'] as const;
+export type MemoryType = (typeof MEMORY_TYPES)[number];
+
+export interface MemoryRecord {
+  id: string;
+  content: string;
+  memory_type: MemoryType | null;
+  owner: string;
+  namespace: string;
+  entity: string | null;
+  category: string | null;
+  tags: string[];
+  confidence: number | null;
+  source: string | null;
+  metadata: Record<string, unknown>;
+  source_org: string | null;
+  source_claw: string | null;
+  deleted_at: string | null;
+  expires_at: string | null;
+  created_at: string;
+  updated_at: string;
+  version: number;
+  /** float32 little-endian, base64; null when the provider is none */
+  embedding: string | null;
+  /** provider and model that made `embedding` (`client` when the caller supplied it) */
+  embedding_model: string | null;
+}
+
+export type Memory = Omit<MemoryRecord, 'embedding' | 'embedding_model'>;
+
+export const memoryView = ({ embedding: _e, embedding_model: _m, ...rest }: MemoryRecord): Memory => rest;
+
+const enc = encodeURIComponent;
+
+export const memoryKeys = {
+  memory: (id: string) => `memory:${id}`,
+  /** per-namespace live count, written with a version check so the quota holds under concurrency */
+  namespace: (ns: string) => `memory-ns:${enc(ns)}`,
+  edge: (id: string) => `memory-edge:${id}`,
+  share: (id: string) => `memory-share:${id}`,
+};
+
+export const memoryIndexes = {
+  /** live memory ids */
+  all: 'mem:all',
+  byNamespace: (ns: string) => `mem:ns:${enc(ns)}`,
+  byEntity: (ns: string, entity: string) => `mem:nse:${enc(ns)}:${enc(entity)}`,
+  /** every namespace ever written */
+  namespaces: 'mem:namespaces',
+  /** ids committed to the store whose vector index write has not been confirmed yet (reconciled at startup) */
+  unindexed: 'mem:unindexed',
+  edgesFrom: (memoryId: string) => `mem:edges:from:${memoryId}`,
+  edgesTo: (memoryId: string) => `mem:edges:to:${memoryId}`,
+  shares: 'mem:shares',
+};
+
+export interface NamespaceCount {
+  namespace: string;
+  count: number;
+}
+
+/** Index entries a live memory has; a forgotten one has none. */
+export function liveIndexes(m: MemoryRecord): [string, string][] {
+  const out: [string, string][] = [
+    [memoryIndexes.all, m.id],
+    [memoryIndexes.byNamespace(m.namespace), m.id],
+  ];
+  if (m.entity !== null) out.push([memoryIndexes.byEntity(m.namespace, m.entity), m.id]);
+  return out;
+}
+
+export const isLive = (m: MemoryRecord | undefined, now: number): m is MemoryRecord =>
+  !!m && m.deleted_at === null && (m.expires_at === null || Date.parse(m.expires_at) > now);
