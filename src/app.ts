@@ -6,6 +6,7 @@ import { Health } from './health/health.js';
 import { Links } from './http/links.js';
 import { openEmbedder } from './embedding/provider.js';
 import { Acl } from './memory/acl.js';
+import { Graph } from './memory/graph.js';
 import { Memories } from './memory/service.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd } from './http/server.js';
@@ -49,7 +50,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const presence = new Presence(store);
   const vectorIndex = await openVectorIndex(config);
   if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
-  const memories = new Memories(runtime, new Acl(org), openEmbedder(config.embedding), vectorIndex, config, log);
+  const acl = new Acl(org);
+  const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
   const services = {
@@ -63,6 +65,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     health,
     stats: new Stats(store, presence, health),
     memories,
+    graph: new Graph(runtime, acl, memories),
   };
   const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({

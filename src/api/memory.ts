@@ -52,6 +52,17 @@ const ListQuery = compile(
   Type.Object({ namespace: Name, category: Type.Optional(Name), entity: Type.Optional(Name), memory_type: Type.Optional(MemoryType), tags: Type.Optional(Name), after: After, limit: Limit }),
 );
 const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
+const Time = Type.String({ format: 'date-time' });
+const EdgeFields = {
+  weight: Type.Optional(Type.Number()),
+  metadata: Type.Optional(Metadata),
+  valid_from: Type.Optional(Type.Union([Time, Type.Null()])),
+  valid_to: Type.Optional(Type.Union([Time, Type.Null()])),
+};
+const RelateBody = compile(Type.Object({ from_id: Type.String({ minLength: 1 }), to_id: Type.String({ minLength: 1 }), relation: Name, ...EdgeFields }));
+const EdgeUpdateBody = compile(Type.Object({ relation: Type.Optional(Name), ...EdgeFields }));
+const EdgesQuery = compile(Type.Object({ direction: Type.Optional(Type.Union([Type.Literal('out'), Type.Literal('in'), Type.Literal('both')])), relation: Type.Optional(Name) }));
+const GraphQuery = compile(Type.Object({ depth: Type.Optional(Type.Integer({ minimum: 1, maximum: 3 })), relation: Type.Optional(Name), at: Type.Optional(Time) }));
 
 export const memoryRoutes = (s: Services): Route<Principal>[] => [
   {
@@ -81,6 +92,11 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
     query: PageQuery,
     handler: async (r) => pageReply('memories', await s.memories.recall(r.principal, r.params.entity, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
+  { method: 'post', path: '/memory/relate', auth: 'key', body: RelateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ status: 201, data: await s.graph.relate(r.principal, r.body) }) },
+  { method: 'get', path: '/memory/relate/:id/edges', auth: 'key', query: EdgesQuery, handler: async (r) => ({ data: { edges: await s.graph.edges(r.principal, r.params.id, r.query) } }) },
+  { method: 'put', path: '/memory/relate/:edge_id', auth: 'key', body: EdgeUpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.graph.updateEdge(r.principal, r.params.edge_id, r.body) }) },
+  { method: 'del', path: '/memory/relate/:edge_id', auth: 'key', handler: async (r) => ({ data: await s.graph.deleteEdge(r.principal, r.params.edge_id) }) },
+  { method: 'get', path: '/memory/graph/:id', auth: 'key', query: GraphQuery, handler: async (r) => ({ data: await s.graph.expand(r.principal, r.params.id, r.query) }) },
   { method: 'get', path: '/memory/:id', auth: 'key', handler: async (r) => ({ data: await s.memories.get(r.principal, r.params.id) }) },
   { method: 'patch', path: '/memory/:id', auth: 'key', body: UpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.memories.update(r.principal, r.params.id, r.body) }) },
 ];

@@ -4,6 +4,7 @@ import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
+import type { Graph } from '../memory/graph.js';
 import type { Memories } from '../memory/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
@@ -21,4 +22,5 @@ export interface Services {
   health: Health;
   stats: Stats;
   memories: Memories;
+  graph: Graph;
 }
