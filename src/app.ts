@@ -8,6 +8,7 @@ import { openEmbedder } from './embedding/provider.js';
 import { Acl } from './memory/acl.js';
 import { Graph } from './memory/graph.js';
 import { Memories } from './memory/service.js';
+import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
@@ -50,7 +51,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const presence = new Presence(store);
   const vectorIndex = await openVectorIndex(config);
   if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
-  const acl = new Acl(org);
+  const shares = new Shares(runtime);
+  const acl = new Acl(org, shares);
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
@@ -66,6 +68,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     stats: new Stats(store, presence, health),
     memories,
     graph: new Graph(runtime, acl, memories),
+    shares,
   };
   const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({

@@ -64,6 +64,15 @@ const EdgeUpdateBody = compile(Type.Object({ relation: Type.Optional(Name), ...E
 const EdgesQuery = compile(Type.Object({ direction: Type.Optional(Type.Union([Type.Literal('out'), Type.Literal('in'), Type.Literal('both')])), relation: Type.Optional(Name) }));
 const GraphQuery = compile(Type.Object({ depth: Type.Optional(Type.Integer({ minimum: 1, maximum: 3 })), relation: Type.Optional(Name), at: Type.Optional(Time) }));
 
+const ShareBody = compile(
+  Type.Object({
+    namespace: Name,
+    grantee_type: Type.Union([Type.Literal('role'), Type.Literal('ring'), Type.Literal('identity'), Type.Literal('org')]),
+    grantee: Name,
+    expires_at: Type.Optional(Time),
+  }),
+);
+
 export const memoryRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'post',
@@ -97,6 +106,9 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
   { method: 'put', path: '/memory/relate/:edge_id', auth: 'key', body: EdgeUpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.graph.updateEdge(r.principal, r.params.edge_id, r.body) }) },
   { method: 'del', path: '/memory/relate/:edge_id', auth: 'key', handler: async (r) => ({ data: await s.graph.deleteEdge(r.principal, r.params.edge_id) }) },
   { method: 'get', path: '/memory/graph/:id', auth: 'key', query: GraphQuery, handler: async (r) => ({ data: await s.graph.expand(r.principal, r.params.id, r.query) }) },
+  { method: 'post', path: '/memory/admin/share', auth: 'admin', body: ShareBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ status: 201, data: await s.shares.create(r.principal, r.body) }) },
+  { method: 'get', path: '/memory/admin/shares', auth: 'admin', handler: async () => ({ data: { shares: await s.shares.list() } }) },
+  { method: 'del', path: '/memory/admin/share/:id', auth: 'admin', handler: async (r) => ({ data: await s.shares.remove(r.params.id) }) },
   { method: 'get', path: '/memory/:id', auth: 'key', handler: async (r) => ({ data: await s.memories.get(r.principal, r.params.id) }) },
   { method: 'patch', path: '/memory/:id', auth: 'key', body: UpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.memories.update(r.principal, r.params.id, r.body) }) },
 ];

@@ -6,6 +6,7 @@ import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
 import type { Graph } from '../memory/graph.js';
 import type { Memories } from '../memory/service.js';
+import type { Shares } from '../memory/shares.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
@@ -23,4 +24,5 @@ export interface Services {
   stats: Stats;
   memories: Memories;
   graph: Graph;
+  shares: Shares;
 }

@@ -38,8 +38,10 @@ export interface Places {
 }
 
 export class Acl {
-  grants: Grants | undefined;
-  constructor(private org: Org) {}
+  constructor(
+    private org: Org,
+    private grants?: Grants,
+  ) {}
 
   async places(p: Principal): Promise<Places> {
     const { roles, rings } = await this.org.placesOf(p.identity.id);
