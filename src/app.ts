@@ -7,6 +7,9 @@ import { Links } from './http/links.js';
 import { openEmbedder } from './embedding/provider.js';
 import { Acl } from './memory/acl.js';
 import { Graph } from './memory/graph.js';
+import { memoryJobKind } from './memory/job-kind.js';
+import { Jobs } from './memory/jobs.js';
+import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
 import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
@@ -44,6 +47,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
+  runtime.register(memoryJobKind);
   const org = new Org(runtime);
   const signals = new Signals(runtime, org, config);
   const inbox = new Inbox(runtime, org, signals);
@@ -56,6 +60,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
+  const jobs = new Jobs(runtime, memories, log);
   const services = {
     config,
     invites: new Invites(runtime),
@@ -69,6 +74,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memories,
     graph: new Graph(runtime, acl, memories),
     shares,
+    jobs,
+    memoryStats: new MemoryStats(store, memories, jobs),
   };
   const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
@@ -88,6 +95,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
+  jobs.start();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
@@ -99,6 +107,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       front.close();
       presence.stop();
       await realtime.stop();
+      await jobs.stop();
       await runtime.stop();
       await vectorIndex.close();
       await store.close();

@@ -73,6 +73,21 @@ const ShareBody = compile(
   }),
 );
 
+const JobBody = compile(Type.Object({ namespace: Type.Optional(Name) }));
+const ImportBody = compile(Type.Object({ ndjson: Type.String({ minLength: 1 }) }));
+
+const jobRoutes = (s: Services, kind: 're-embed' | 'export' | 'import'): Route<Principal>[] => [
+  {
+    method: 'post',
+    path: `/memory/admin/${kind}`,
+    auth: 'admin',
+    body: kind === 'import' ? ImportBody : JobBody,
+    invalid: 'MEMORY_VALIDATION_FAILED',
+    handler: async (r) => ({ status: 202, data: await s.jobs.create(r.principal, kind, r.body) }),
+  },
+  { method: 'get', path: `/memory/admin/${kind}/:job_id`, auth: 'admin', handler: async (r) => ({ data: await s.jobs.get(kind, r.params.job_id) }) },
+];
+
 export const memoryRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'post',
@@ -106,6 +121,10 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
   { method: 'put', path: '/memory/relate/:edge_id', auth: 'key', body: EdgeUpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.graph.updateEdge(r.principal, r.params.edge_id, r.body) }) },
   { method: 'del', path: '/memory/relate/:edge_id', auth: 'key', handler: async (r) => ({ data: await s.graph.deleteEdge(r.principal, r.params.edge_id) }) },
   { method: 'get', path: '/memory/graph/:id', auth: 'key', query: GraphQuery, handler: async (r) => ({ data: await s.graph.expand(r.principal, r.params.id, r.query) }) },
+  { method: 'get', path: '/memory/stats', auth: 'key', handler: async (r) => ({ data: await s.memoryStats.stats(r.principal) }) },
+  ...jobRoutes(s, 're-embed'),
+  ...jobRoutes(s, 'export'),
+  ...jobRoutes(s, 'import'),
   { method: 'post', path: '/memory/admin/share', auth: 'admin', body: ShareBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ status: 201, data: await s.shares.create(r.principal, r.body) }) },
   { method: 'get', path: '/memory/admin/shares', auth: 'admin', handler: async () => ({ data: { shares: await s.shares.list() } }) },
   { method: 'del', path: '/memory/admin/share/:id', auth: 'admin', handler: async (r) => ({ data: await s.shares.remove(r.params.id) }) },

@@ -5,6 +5,8 @@ import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
 import type { Graph } from '../memory/graph.js';
+import type { Jobs } from '../memory/jobs.js';
+import type { MemoryStats } from '../memory/stats.js';
 import type { Memories } from '../memory/service.js';
 import type { Shares } from '../memory/shares.js';
 import type { Inbox } from '../signals/inbox.js';
@@ -25,4 +27,6 @@ export interface Services {
   memories: Memories;
   graph: Graph;
   shares: Shares;
+  jobs: Jobs;
+  memoryStats: MemoryStats;
 }

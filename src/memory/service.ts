@@ -16,7 +16,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import type { Hit, VectorDoc, VectorFilter, VectorIndex } from '../vector/port.js';
-import type { Acl } from './acl.js';
+import { canonicalNamespace, type Acl } from './acl.js';
 import { isLive, liveIndexes, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord, type MemoryType, type NamespaceCount } from './model.js';
 
 export const DUPLICATE_SIMILARITY = 0.98;
@@ -38,6 +38,8 @@ export interface StoreBody {
   embedding?: number[];
   allow_duplicate?: boolean;
 }
+
+export type ImportedMemory = Omit<StoreBody, 'allow_duplicate'> & Partial<Pick<MemoryRecord, 'id' | 'owner' | 'source_org' | 'source_claw' | 'created_at' | 'updated_at' | 'version'>>;
 
 export interface UpdateBody {
   content?: string;
@@ -167,9 +169,18 @@ export class Memories {
       embedding: vector ? toBase64(vector) : null,
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
-    await this.rt.retry(async () => {
+    await this.insert(rec);
+    await this.indexed([rec]);
+    return { memory: memoryView(rec), created: true };
+  }
+
+  /** Commits a new memory with its indexes and the namespace count (the quota), then indexes it. False when the id exists. */
+  private async insert(rec: MemoryRecord): Promise<boolean> {
+    const namespace = rec.namespace;
+    const created = await this.rt.retry(async () => {
       const nsKey = memoryKeys.namespace(namespace);
-      const cur = await this.db.get<NamespaceCount>(nsKey);
+      const [cur, existing] = await Promise.all([this.db.get<NamespaceCount>(nsKey), this.db.get(memoryKeys.memory(rec.id))]);
+      if (existing) return { result: false };
       const count = cur?.value.count ?? 0;
       if (count >= this.config.memoryNamespaceQuota) throw new AppError('MEMORY_QUOTA_EXCEEDED', `Namespace ${namespace} holds its limit of ${this.config.memoryNamespaceQuota} memories`, { namespace, limit: this.config.memoryNamespaceQuota });
       return {
@@ -180,11 +191,75 @@ export class Memories {
           { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
         ],
-        result: undefined,
+        result: true,
       };
     });
-    await this.indexed([rec]);
-    return { memory: memoryView(rec), created: true };
+    if (created) await this.indexed([rec]);
+    return created;
+  }
+
+  /** Import of one exported memory, idempotent by id: its fields are kept as exported. */
+  async importOne(m: ImportedMemory, owner: string): Promise<'imported' | 'skipped'> {
+    const namespace = canonicalNamespace(m.namespace);
+    if (m.id && (await this.db.get(memoryKeys.memory(m.id)))) return 'skipped';
+    const given = this.vectorOf(m.embedding);
+    const vector = given ?? (await this.embedContent(m.content));
+    const t = iso();
+    const rec: MemoryRecord = {
+      id: m.id ?? newId(),
+      content: m.content,
+      memory_type: m.memory_type ?? null,
+      owner: m.owner ?? owner,
+      namespace,
+      entity: m.entity ?? null,
+      category: m.category ?? null,
+      tags: m.tags ?? [],
+      confidence: m.confidence ?? null,
+      source: m.source ?? null,
+      metadata: m.metadata ?? {},
+      source_org: m.source_org ?? null,
+      source_claw: m.source_claw ?? null,
+      deleted_at: null,
+      expires_at: m.expires_at ?? null,
+      created_at: m.created_at ?? t,
+      updated_at: m.updated_at ?? t,
+      version: m.version ?? 1,
+      embedding: vector ? toBase64(vector) : null,
+      embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
+    };
+    return (await this.insert(rec)) ? 'imported' : 'skipped';
+  }
+
+  /** Re-embeds these memories with the current provider where another made their vector (jobs); answers how many changed. */
+  async reembed(ids: string[], namespace: string | null): Promise<number> {
+    const t = now();
+    const stale = (await this.records(ids)).filter(
+      (r): r is MemoryRecord => isLive(r, t) && (namespace === null || r.namespace === namespace) && r.embedding_model !== 'client' && r.embedding_model !== this.embedder.model,
+    );
+    if (!stale.length || this.embedder.provider === 'none') return 0;
+    const vecs = await this.embedder.embed(stale.map((r) => r.content));
+    const done: MemoryRecord[] = [];
+    for (let i = 0; i < stale.length; i++) {
+      const cur = await this.db.get<MemoryRecord>(memoryKeys.memory(stale[i].id));
+      // an update meanwhile embedded the new content itself
+      if (!cur || cur.value.content !== stale[i].content || !isLive(cur.value, now())) continue;
+      const next: MemoryRecord = { ...cur.value, embedding: toBase64(vecs[i]), embedding_model: this.embedder.model };
+      const r = await this.db.commit([
+        { op: 'put', key: memoryKeys.memory(next.id), value: next, expect: cur.version },
+        { op: 'index', index: memoryIndexes.unindexed, member: next.id },
+      ]);
+      if (r.ok) done.push(next);
+    }
+    await this.indexed(done);
+    return done.length;
+  }
+
+  /** Live memories of these ids, as export lines (the view plus its vector). */
+  async exportLines(ids: string[]): Promise<string[]> {
+    const t = now();
+    return (await this.records(ids))
+      .filter((r): r is MemoryRecord => isLive(r, t))
+      .map((r) => JSON.stringify({ ...memoryView(r), embedding: r.embedding ? Array.from(fromBase64(r.embedding)) : undefined }));
   }
 
   /** Writes the records to the vector index, then clears their `unindexed` marks. */
