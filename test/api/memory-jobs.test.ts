@@ -4,7 +4,7 @@
  * restart resumes from its last batch and completes, unknown jobs, and GET /memory/stats.
  */
 import { describe, expect, it } from 'vitest';
-import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { bootstrap, Client, join } from '../helpers/client.js';
 import { REDISEARCH_MODULE } from '../helpers/redis.js';
 import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import { expectError, expectOk, waitFor } from './support.js';
