@@ -96,6 +96,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
   jobs.start();
+  memories.startSweeper();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
@@ -107,6 +108,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       front.close();
       presence.stop();
       await realtime.stop();
+      memories.stopSweeper();
       await jobs.stop();
       await runtime.stop();
       await vectorIndex.close();

@@ -53,7 +53,13 @@ export const memoryIndexes = {
   edgesFrom: (memoryId: string) => `mem:edges:from:${memoryId}`,
   edgesTo: (memoryId: string) => `mem:edges:to:${memoryId}`,
   shares: 'mem:shares',
+  /** live memories with an expiry, by due time: the sweeper purges the due ones */
+  expiring: 'mem:expiring',
 };
+
+/** Sorts by due time: 15 digits of milliseconds, then the id. */
+export const expiringMember = (dueMs: number, id: string) => String(dueMs).padStart(15, '0') + ':' + id;
+export const idOfExpiring = (member: string) => member.slice(16);
 
 export interface NamespaceCount {
   namespace: string;
@@ -67,6 +73,7 @@ export function liveIndexes(m: MemoryRecord): [string, string][] {
     [memoryIndexes.byNamespace(m.namespace), m.id],
   ];
   if (m.entity !== null) out.push([memoryIndexes.byEntity(m.namespace, m.entity), m.id]);
+  if (m.expires_at !== null) out.push([memoryIndexes.expiring, expiringMember(Date.parse(m.expires_at), m.id)]);
   return out;
 }
 

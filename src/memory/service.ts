@@ -17,12 +17,13 @@ import type { Op, Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import type { Hit, VectorDoc, VectorFilter, VectorIndex } from '../vector/port.js';
 import { canonicalNamespace, type Acl } from './acl.js';
-import { isLive, liveIndexes, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord, type MemoryType, type NamespaceCount } from './model.js';
+import { expiringMember, idOfExpiring, isLive, liveIndexes, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord, type MemoryType, type NamespaceCount } from './model.js';
 
 export const DUPLICATE_SIMILARITY = 0.98;
 /** reciprocal rank fusion constant (Cormack et al.): damps the weight of the very first ranks */
 const RRF_K = 60;
 const REBUILD_BATCH = 500;
+const SWEEP_MS = 1000;
 
 export interface StoreBody {
   namespace: string;
@@ -73,6 +74,9 @@ export interface QueryBody {
 export type Scored = Memory & { score: number; vector_rank?: number | null; keyword_rank?: number | null };
 
 export class Memories {
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeperStopped = false;
+
   constructor(
     private rt: Runtime,
     readonly acl: Acl,
@@ -311,9 +315,16 @@ export class Memories {
   async forget(p: Principal, id: string): Promise<Memory> {
     const rec = await this.readable(p, id);
     if (!(await this.acl.canWrite(p, rec.namespace))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${rec.namespace}`, { namespace: rec.namespace });
+    const done = await this.softDelete(id, (m) => isLive(m, now()));
+    if (!done) throw new AppError('MEMORY_NOT_FOUND', `No memory ${id}`, { id });
+    return memoryView(done);
+  }
+
+  /** Sets `deleted_at`, drops the indexes, the vector entry and one from the namespace count, if `still` holds for the stored record. */
+  private async softDelete(id: string, still: (m: MemoryRecord) => boolean): Promise<MemoryRecord | undefined> {
     const done = await this.rt.retry(async () => {
       const cur = await this.db.get<MemoryRecord>(memoryKeys.memory(id));
-      if (!cur || !isLive(cur.value, now())) throw new AppError('MEMORY_NOT_FOUND', `No memory ${id}`, { id });
+      if (!cur || cur.value.deleted_at !== null || !still(cur.value)) return { result: undefined };
       const ns = await this.db.get<NamespaceCount>(memoryKeys.namespace(cur.value.namespace));
       const t = iso();
       const next: MemoryRecord = { ...cur.value, deleted_at: t, updated_at: t };
@@ -327,8 +338,40 @@ export class Memories {
         result: next,
       };
     });
-    await this.indexed([done]);
-    return memoryView(done);
+    if (done) await this.indexed([done]);
+    return done;
+  }
+
+  /** Purges memories whose `expires_at` has passed (they were already hidden from every read). */
+  async purgeExpired(): Promise<number> {
+    const due = await this.db.range(memoryIndexes.expiring, { lt: expiringMember(now(), '\uffff'), limit: 100 });
+    let n = 0;
+    for (const member of due) {
+      const id = idOfExpiring(member);
+      const done = await this.softDelete(id, (m) => m.expires_at !== null && Date.parse(m.expires_at) <= now());
+      if (done) n++;
+      // a record already gone leaves only its index entry behind
+      else await this.db.commit([{ op: 'index', index: memoryIndexes.expiring, member, remove: true }]);
+    }
+    return n;
+  }
+
+  /** Startup: a sweep every second purges expired memories; durable because the due times are an index in the store. */
+  startSweeper(): void {
+    const tick = async () => {
+      try {
+        await this.purgeExpired();
+      } catch (e) {
+        this.log.warn({ err: e }, 'memory expiry sweep failed');
+      }
+      if (!this.sweeperStopped) this.sweeper = setTimeout(tick, SWEEP_MS);
+    };
+    this.sweeper = setTimeout(tick, 0);
+  }
+
+  stopSweeper(): void {
+    this.sweeperStopped = true;
+    clearTimeout(this.sweeper);
   }
 
   /** Content, tags, metadata, confidence; a new content is re-embedded. `version` counts the changes. */

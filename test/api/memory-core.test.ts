@@ -166,13 +166,17 @@ describe.each(BACKENDS)('memory on %s', (backend) => {
     expectError(await bob.client.patch(`/memory/${m.id}`, { content: 'back' }), 404, 'MEMORY_NOT_FOUND');
   });
 
-  it('expired memories vanish from every read at expires_at', async () => {
-    const m = await store(bob, { namespace: 'org', content: 'short lived walrus note', entity: 'walrus', expires_at: new Date(Date.now() + 1500).toISOString() });
+  it('expired memories vanish from every read at expires_at and are then purged', async () => {
+    const m = await store(bob, { namespace: `agent:${bob.id}`, content: 'short lived walrus note', entity: 'walrus', expires_at: new Date(Date.now() + 1500).toISOString() });
     expect(expectOk(await bob.client.get(`/memory/${m.id}`)).id).toBe(m.id);
     await waitFor('expiry', () => bob.client.get(`/memory/${m.id}`), (r) => r.status === 404, 5000, 100);
-    expect(expectOk(await bob.client.get('/memory/list?namespace=org&entity=walrus')).memories).toEqual([]);
+    expect(expectOk(await bob.client.get(`/memory/list?namespace=agent:${bob.id}&entity=walrus`)).memories).toEqual([]);
     expect(expectOk(await bob.client.get('/memory/recall/walrus')).memories).toEqual([]);
-    expect(expectOk(await bob.client.post('/memory/query', { namespace: 'org', query: 'short lived walrus note' })).memories.map((x: any) => x.id)).not.toContain(m.id);
+    expect(expectOk(await bob.client.post('/memory/query', { namespace: `agent:${bob.id}`, query: 'short lived walrus note' })).memories.map((x: any) => x.id)).not.toContain(m.id);
+    // the sweeper purges it: the namespace count drops and the record is soft-deleted
+    const bobNs = async () => expectOk(await bob.client.get('/memory/stats')).namespaces.find((n: any) => n.namespace === `agent:${bob.id}`);
+    await waitFor('purge', bobNs, (n) => n === undefined, 5000, 100);
+    expect((await svc.store.get<any>(`memory:${m.id}`))!.value.deleted_at).not.toBeNull();
   });
 
   it('holds the namespace quota (429 MEMORY_QUOTA_EXCEEDED) and frees a place on forget', async () => {
