@@ -174,7 +174,6 @@ export class Memories {
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
     await this.insert(rec);
-    await this.indexed([rec]);
     return { memory: memoryView(rec), created: true };
   }
 

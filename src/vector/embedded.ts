@@ -29,8 +29,9 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
     const e = entries.get(id);
     if (!e) return;
     entries.delete(id);
+    // The HNSW entry stays as a tombstone (its key no longer maps to a document, so searches skip it):
+    // usearch 2.25 hangs when the index grows after a removal. Tombstones go at the next startup rebuild.
     byKey.delete(e.key);
-    if (e.doc.vector) hnsw.remove(e.key);
     mini.discard(id);
     byNs.get(e.doc.namespace)?.delete(id);
   }

@@ -90,6 +90,19 @@ describe.each(ADAPTERS)('vector index: $name', (a) => {
     expect(await idx.size()).toBe(1);
   });
 
+  it('keeps answering while documents are replaced and the index grows', async () => {
+    const idx = await a.open(8);
+    const at = (i: number, shift: number) => v(...Array.from({ length: 8 }, (_, j) => (j === i % 8 ? 1 : 0) + (j === (i + shift) % 8 ? 0.5 : 0) + 0.001 * i));
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 60; i++) await idx.upsert([doc(`g${i}`, at(i, round + 1), { category: `c${i % 8}` })]);
+    }
+    expect(await idx.size()).toBe(60);
+    const hits = await idx.knn(at(5, 3), { namespaces: ['org'], category: 'c5' }, 3);
+    expect(hits).toHaveLength(3);
+    expect(hits[0].score).toBeCloseTo(1, 2);
+    expect(hits.every((h) => Number(h.id.slice(1)) % 8 === 5)).toBe(true);
+  });
+
   it('ranks keyword matches by relevance, inside the filter', async () => {
     const idx = await a.open(4);
     await idx.upsert([
