@@ -53,6 +53,8 @@ export const memoryIndexes = {
   edgesFrom: (memoryId: string) => `mem:edges:from:${memoryId}`,
   edgesTo: (memoryId: string) => `mem:edges:to:${memoryId}`,
   shares: 'mem:shares',
+  /** live memories by the provider and model that made their vector (`none` without one): the re-embed backlog */
+  byModel: (model: string | null) => `mem:model:${enc(model ?? 'none')}`,
   /** live memories with an expiry, by due time: the sweeper purges the due ones */
   expiring: 'mem:expiring',
 };
@@ -73,8 +75,20 @@ export function liveIndexes(m: MemoryRecord): [string, string][] {
     [memoryIndexes.byNamespace(m.namespace), m.id],
   ];
   if (m.entity !== null) out.push([memoryIndexes.byEntity(m.namespace, m.entity), m.id]);
+  out.push([memoryIndexes.byModel(m.embedding_model), m.id]);
   if (m.expires_at !== null) out.push([memoryIndexes.expiring, expiringMember(Date.parse(m.expires_at), m.id)]);
   return out;
+}
+
+/** Index ops that move a live memory's entries from `before` to `after`. */
+export function indexDiff(before: MemoryRecord, after: MemoryRecord): { op: 'index'; index: string; member: string; remove?: boolean }[] {
+  const key = ([i, m]: [string, string]) => i + '\u0001' + m;
+  const a = new Set(liveIndexes(after).map(key));
+  const b = new Set(liveIndexes(before).map(key));
+  return [
+    ...liveIndexes(before).filter((e) => !a.has(key(e))).map(([index, member]) => ({ op: 'index' as const, index, member, remove: true })),
+    ...liveIndexes(after).filter((e) => !b.has(key(e))).map(([index, member]) => ({ op: 'index' as const, index, member })),
+  ];
 }
 
 export const isLive = (m: MemoryRecord | undefined, now: number): m is MemoryRecord =>

@@ -17,7 +17,7 @@ import type { Op, Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import type { Hit, VectorDoc, VectorFilter, VectorIndex } from '../vector/port.js';
 import { canonicalNamespace, type Acl } from './acl.js';
-import { expiringMember, idOfExpiring, isLive, liveIndexes, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord, type MemoryType, type NamespaceCount } from './model.js';
+import { expiringMember, idOfExpiring, indexDiff, isLive, liveIndexes, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord, type MemoryType, type NamespaceCount } from './model.js';
 
 export const DUPLICATE_SIMILARITY = 0.98;
 /** reciprocal rank fusion constant (Cormack et al.): damps the weight of the very first ranks */
@@ -250,6 +250,7 @@ export class Memories {
       const r = await this.db.commit([
         { op: 'put', key: memoryKeys.memory(next.id), value: next, expect: cur.version },
         { op: 'index', index: memoryIndexes.unindexed, member: next.id },
+        ...indexDiff(cur.value, next),
       ]);
       if (r.ok) done.push(next);
     }
@@ -396,6 +397,7 @@ export class Memories {
         ops: [
           { op: 'put', key: memoryKeys.memory(id), value: next, expect: cur.version },
           { op: 'index', index: memoryIndexes.unindexed, member: id },
+          ...indexDiff(cur.value, next),
         ],
         result: next,
       };
@@ -436,6 +438,16 @@ export class Memories {
       memories.push({ ...memoryView(r), score: h.score, ...ranks });
     });
     return { memories, mode };
+  }
+
+  /** Live memories whose vector another provider or model made (client vectors excluded): what a re-embed would do. */
+  async reembedBacklog(): Promise<number> {
+    const [all, current, client] = await Promise.all([
+      this.db.count(memoryIndexes.all),
+      this.db.count(memoryIndexes.byModel(this.embedder.provider === 'none' ? null : this.embedder.model)),
+      this.db.count(memoryIndexes.byModel('client')),
+    ]);
+    return Math.max(0, all - current - client);
   }
 
   async namespaceCounts(): Promise<NamespaceCount[]> {

@@ -13,10 +13,11 @@ export class MemoryStats {
   ) {}
 
   async stats(p: Principal) {
-    const [counts, places, backlog, size, jobs] = await Promise.all([
+    const [counts, places, unindexed, reembed, size, jobs] = await Promise.all([
       this.memories.namespaceCounts(),
       this.memories.acl.places(p),
       this.store.count(memoryIndexes.unindexed),
+      this.memories.reembedBacklog(),
       this.memories.index.size(),
       this.jobs.countsByState(),
     ]);
@@ -26,7 +27,7 @@ export class MemoryStats {
     return {
       namespaces: visible,
       total: visible.reduce((s, c) => s + c.count, 0),
-      embedding: { provider: e.provider, model: e.model, dim: e.dim, backlog },
+      embedding: { provider: e.provider, model: e.model, dim: e.dim, backlog: { reembed, unindexed } },
       index: { ...this.memories.index.info, size },
       jobs,
     };

@@ -63,7 +63,7 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
     expectError(await rootB.client.post('/memory/admin/import', {}), 400, 'MEMORY_VALIDATION_FAILED', 'ndjson');
 
     const stats = expectOk(await rootB.client.get('/memory/stats'));
-    expect(stats).toMatchObject({ namespaces: [{ namespace: 'org', count: 5 }], total: 5, embedding: { provider: 'hash', dim: 384, backlog: 0 }, index: { kind: backend === 'redis' ? 'redisearch' : 'hnsw', size: 5 } });
+    expect(stats).toMatchObject({ namespaces: [{ namespace: 'org', count: 5 }], total: 5, embedding: { provider: 'hash', dim: 384, backlog: { reembed: 0, unindexed: 0 } }, index: { kind: backend === 'redis' ? 'redisearch' : 'hnsw', size: 5 } });
     expect(stats.jobs).toEqual({ running: 0, completed: 2, failed: 0 });
   });
 
@@ -86,13 +86,14 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
     const s2 = await startServer({ ...s1.env, EMBEDDING_PROVIDER: 'hash' });
     try {
       const c = new Client(s2.url, root.key);
-      expect(expectOk(await c.get('/memory/stats')).embedding).toMatchObject({ provider: 'hash', model: 'hash-384' });
+      expect(expectOk(await c.get('/memory/stats')).embedding).toMatchObject({ provider: 'hash', model: 'hash-384', backlog: { reembed: 3, unindexed: 0 } });
       expect(expectOk(await c.post('/memory/query', { namespace: 'org', query: 'volcanoes', mode: 'semantic' })).memories).toEqual([]);
       const job = expectOk(await c.post('/memory/admin/re-embed', {}), 202);
       const done = await finished(c, 're-embed', job.id);
       expect(done).toMatchObject({ state: 'completed', namespace: null, counts: { reembedded: 3 }, progress: { processed: 3, total: 3 } });
       expect(expectOk(await c.post('/memory/query', { namespace: 'org', query: 'volcanoes build islands', mode: 'semantic', limit: 1 })).memories[0].content).toBe('volcanoes build islands');
       // nothing left to do
+      expect(expectOk(await c.get('/memory/stats')).embedding.backlog).toEqual({ reembed: 0, unindexed: 0 });
       expect((await finished(c, 're-embed', expectOk(await c.post('/memory/admin/re-embed', { namespace: 'org' }), 202).id)).counts).toEqual({ reembedded: 0 });
     } finally {
       await s2.close();
