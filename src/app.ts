@@ -11,6 +11,15 @@ import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
 import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
+import { openEmbedder } from './embedding/provider.js';
+import { Acl } from './memory/acl.js';
+import { Graph } from './memory/graph.js';
+import { memoryJobKind } from './memory/job-kind.js';
+import { Jobs } from './memory/jobs.js';
+import { MemoryStats } from './memory/stats.js';
+import { Memories } from './memory/service.js';
+import { Shares } from './memory/shares.js';
+import { openVectorIndex } from './vector/index.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
@@ -59,6 +68,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(signalKind);
   runtime.register(receiptKind);
   runtime.register(authRequestKind);
+  runtime.register(memoryJobKind);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -71,6 +81,14 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
   const registry = new Registry(config);
   const limits = await RateLimits.open(config);
+  const vectorIndex = await openVectorIndex(config);
+  if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
+  const shares = new Shares(runtime);
+  const acl = new Acl(org, shares);
+  const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
+  await memories.open();
+  health.report('vector_index', () => vectorIndex.info);
+  const jobs = new Jobs(runtime, memories, log);
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -88,6 +106,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     workspace,
     artifacts,
     workstreams: new Workstreams(runtime, signals, workspace, artifacts),
+    memories,
+    graph: new Graph(runtime, acl, memories),
+    shares,
+    jobs,
+    memoryStats: new MemoryStats(store, memories, jobs),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -114,6 +137,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
+  jobs.start();
+  memories.startSweeper();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
@@ -128,8 +153,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await mcp.close();
       presence.stop();
       await realtime.stop();
+      memories.stopSweeper();
+      await jobs.stop();
       await runtime.stop();
       await limits.close();
+      await vectorIndex.close();
       await store.close();
       await blobs.close();
     },

@@ -36,6 +36,8 @@ export interface Config {
   registryRpcUrl: string | undefined;
   registryAddress: `0x${string}` | undefined;
   registryTimeoutMs: number;
+  embedding: EmbeddingConfig;
+  memoryNamespaceQuota: number;
 }
 
 export interface S3Config {
@@ -45,6 +47,16 @@ export interface S3Config {
   bucket: string;
   region: string;
   useSSL: boolean;
+}
+
+export interface EmbeddingConfig {
+  provider: 'hash' | 'openai' | 'none';
+  dim: number;
+  url: string | undefined;
+  model: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  batch: number;
 }
 
 export class ConfigError extends Error {}
@@ -102,6 +114,20 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   const registryAddress = env.REGISTRY_ADDRESS || undefined;
   if (registryAddress && !/^0x[0-9a-fA-F]{40}$/.test(registryAddress)) throw new ConfigError(`REGISTRY_ADDRESS must be a 0x-prefixed 20-byte hex address, got "${registryAddress}"`);
   if (!registryRpcUrl !== !registryAddress) throw new ConfigError('REGISTRY_RPC_URL and REGISTRY_ADDRESS must be set together');
+  const provider = env.EMBEDDING_PROVIDER || 'hash';
+  if (provider !== 'hash' && provider !== 'openai' && provider !== 'none') throw new ConfigError(`EMBEDDING_PROVIDER must be hash, openai or none, got "${provider}"`);
+  const embeddingUrl = env.EMBEDDING_URL || undefined;
+  if (embeddingUrl && !/^https?:\/\//.test(embeddingUrl)) throw new ConfigError(`EMBEDDING_URL must start with http:// or https://, got "${embeddingUrl}"`);
+  if (provider === 'openai' && !embeddingUrl) throw new ConfigError('EMBEDDING_URL is required when EMBEDDING_PROVIDER is openai');
+  const embedding: EmbeddingConfig = Object.freeze({
+    provider,
+    dim: int(env, 'EMBEDDING_DIM', 384, 2, 4096),
+    url: embeddingUrl?.replace(/\/+$/, ''),
+    model: env.EMBEDDING_MODEL || 'text-embedding-3-small',
+    apiKey: env.EMBEDDING_API_KEY || undefined,
+    timeoutMs: int(env, 'EMBEDDING_TIMEOUT_MS', 10_000, 1),
+    batch: int(env, 'EMBEDDING_BATCH', 64, 1, 2048),
+  });
   return Object.freeze({
     port,
     host,
@@ -134,5 +160,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     registryRpcUrl,
     registryAddress: registryAddress as `0x${string}` | undefined,
     registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
+    embedding,
+    memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
   });
 }

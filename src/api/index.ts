@@ -6,6 +6,7 @@ import { authRoutes } from './auth.js';
 import { identityRoutes } from './identities.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
+import { memoryRoutes } from './memory.js';
 import { orgRoutes } from './org.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
@@ -13,5 +14,5 @@ import { statsRoutes } from './stats.js';
 import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s)];
 export type { Services };

@@ -9,6 +9,11 @@ import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Org } from '../org/service.js';
+import type { Graph } from '../memory/graph.js';
+import type { Jobs } from '../memory/jobs.js';
+import type { MemoryStats } from '../memory/stats.js';
+import type { Memories } from '../memory/service.js';
+import type { Shares } from '../memory/shares.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
@@ -33,4 +38,9 @@ export interface Services {
   wallets: Wallets;
   authRequests: AuthRequests;
   audit: Audit;
+  memories: Memories;
+  graph: Graph;
+  shares: Shares;
+  jobs: Jobs;
+  memoryStats: MemoryStats;
 }

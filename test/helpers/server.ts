@@ -9,7 +9,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { startRedis, tempDir } from './redis.js';
+import { startRedis, tempDir, type RedisOptions } from './redis.js';
 
 export type Backend = 'embedded' | 'redis';
 export const BACKENDS: Backend[] = ['embedded', 'redis'];
@@ -23,7 +23,7 @@ export interface BackendEnv {
 }
 
 /** One per test file and backend: temp data dirs (removed by `stop()`), or a redis-server started for this file. */
-export async function backendEnv(backend: Backend): Promise<BackendEnv> {
+export async function backendEnv(backend: Backend, redisOptions?: RedisOptions): Promise<BackendEnv> {
   if (backend === 'embedded') {
     const dirs: string[] = [];
     return {
@@ -38,7 +38,7 @@ export async function backendEnv(backend: Backend): Promise<BackendEnv> {
       },
     };
   }
-  const redis = await startRedis();
+  const redis = await startRedis(redisOptions);
   return {
     backend,
     env: async (extra = {}) => ({ REDIS_URL: redis.url, REDIS_PREFIX: 't' + randomBytes(6).toString('hex'), ...extra }),
@@ -66,11 +66,11 @@ export interface Started extends Service {
  * backend, which removes the data dirs. Hooks a describe registers after it run inside it: before hooks after
  * its beforeAll, after hooks before its afterAll.
  */
-export function serversOn(backend: Backend): Servers {
+export function serversOn(backend: Backend, redisOptions?: RedisOptions): Servers {
   let be: BackendEnv | undefined;
   const started: Started[] = [];
   beforeAll(async () => {
-    be = await backendEnv(backend);
+    be = await backendEnv(backend, redisOptions);
   });
   afterAll(async () => {
     try {

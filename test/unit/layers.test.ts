@@ -13,11 +13,11 @@ const LAYERS: Record<string, number> = {
   // base: one error type, config reader, id generator, clock, logger, validation
   errors: 0, config: 0, ids: 0, clock: 0, log: 0, validation: 0,
   // ports and their adapters
-  store: 1, blob: 1,
+  store: 1, blob: 1, vector: 1, embedding: 1,
   // the actor host
   runtime: 2,
   // services: rules per part of the interface
-  identity: 3, auth: 3, audit: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
+  identity: 3, auth: 3, audit: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3, memory: 3,
   workspace: 3, artifacts: 3, workstreams: 3,
   // the method table /rpc and MCP share, and the composite workflow calls
   surface: 3,
