@@ -45,6 +45,7 @@ export interface SendOptions<C> {
 
 const MAX_RETRIES = 50;
 const TIMER_HOLD_MS = 30_000;
+const TIMER_BACKOFF_CAP_MS = 2_000;
 /** backoff after a lost compare-and-set: full jitter, doubling from BACKOFF_BASE_MS up to BACKOFF_CAP_MS */
 const BACKOFF_BASE_MS = 1;
 const BACKOFF_CAP_MS = 50;
@@ -165,15 +166,19 @@ export class Runtime {
   }
 
   startTimers(): void {
-    // the next poll is scheduled only after this one finished, so polls never overlap
+    // the next poll is scheduled only after this one finished, so polls never overlap; while the store fails,
+    // polls back off (doubling up to TIMER_BACKOFF_CAP_MS) instead of hammering a backend that is down
+    let delay = this.pollMs;
     const tick = async () => {
       if (this.stopped) return;
       try {
         await this.fireDueTimers();
+        delay = this.pollMs;
       } catch (e) {
         this.log.warn({ err: e }, 'timer poll failed');
+        delay = Math.min(TIMER_BACKOFF_CAP_MS, delay * 2);
       }
-      if (!this.stopped) this.timerLoop = setTimeout(tick, this.pollMs);
+      if (!this.stopped) this.timerLoop = setTimeout(tick, delay);
     };
     this.timerLoop = setTimeout(tick, 0);
   }
