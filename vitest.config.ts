@@ -3,8 +3,9 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30000,
-    hookTimeout: 30000,
+    // tests that start service processes need room on a loaded 2-core machine
+    testTimeout: 60000,
+    hookTimeout: 60000,
     pool: 'forks',
     reporters: ['default', './test/summary-reporter.ts'],
   },

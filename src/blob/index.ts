@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import type { Config } from '../config.js';
 import { FilesystemBlobs } from './filesystem.js';
 import type { BlobStore } from './port.js';
-import { S3Blobs } from './s3.js';
 
 export async function openBlobs(config: Pick<Config, 'dataDir' | 's3'>): Promise<BlobStore> {
-  return config.s3 ? S3Blobs.open(config.s3) : FilesystemBlobs.open(join(config.dataDir, 'blobs'));
+  // the S3 client is loaded only where S3 is configured: it costs startup time everywhere else
+  if (config.s3) return (await import('./s3.js')).S3Blobs.open(config.s3);
+  return FilesystemBlobs.open(join(config.dataDir, 'blobs'));
 }
 export type { BlobStore };
