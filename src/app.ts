@@ -11,6 +11,7 @@ import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
+import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
@@ -34,7 +35,9 @@ export interface Service {
 
 export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
   if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
-  const store = await openStore(config);
+  const rawStore = await openStore(config);
+  const metrics = new Metrics(rawStore);
+  const store = instrumentStore(rawStore, metrics);
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
@@ -53,6 +56,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     inbox,
     health,
     stats: new Stats(store, presence, health),
+    metrics,
   };
   const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
@@ -63,6 +67,10 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       const p = await authenticate(store, h, admin);
       void presence.touch(p.identity.id);
       return p;
+    },
+    answered: (a) => {
+      metrics.request(a);
+      log.info({ request_id: a.requestId, identity_id: a.principal?.identity.id ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
   });
   front.routes(routes(services));

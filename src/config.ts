@@ -20,6 +20,8 @@ export interface Config {
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
+  /** when set, GET /metrics wants `Authorization: Bearer <METRICS_TOKEN>` */
+  metricsToken: string | undefined;
 }
 
 export class ConfigError extends Error {}
@@ -78,5 +80,6 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
+    metricsToken: env.METRICS_TOKEN || undefined,
   });
 }

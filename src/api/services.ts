@@ -3,6 +3,7 @@ import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Org } from '../org/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
@@ -19,4 +20,5 @@ export interface Services {
   inbox: Inbox;
   health: Health;
   stats: Stats;
+  metrics: Metrics;
 }

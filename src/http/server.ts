@@ -24,9 +24,22 @@ export interface Request<P = any> {
 }
 
 export interface Reply {
-  data: unknown;
+  data?: unknown;
   status?: number;
   meta?: Record<string, unknown>;
+  /** a body sent as is instead of the envelope (metrics text, the dashboard's files) */
+  raw?: { type: string; body: string | Buffer };
+}
+
+/** What the front end reports once a request is answered (metrics, the request log). */
+export interface Answered<P> {
+  requestId: string;
+  method: string;
+  /** the route pattern, never the raw path */
+  route: string;
+  status: number;
+  ms: number;
+  principal: P | undefined;
 }
 
 export interface Route<P = any> {
@@ -37,6 +50,8 @@ export interface Route<P = any> {
   query?: Validator;
   /** the route's own validation code where the interface names one */
   invalid?: ErrorCode;
+  /** the domain codes the route can answer, for the OpenAPI document (else its area's codes) */
+  errors?: ErrorCode[];
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -46,6 +61,7 @@ export interface FrontEndOptions<P> {
   log: Logger;
   /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
   authenticate(header: string | undefined, admin: boolean): Promise<P>;
+  answered?(a: Answered<P>): void;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -64,7 +80,8 @@ export class FrontEnd<P> {
   finish(): void {
     this.app.any('/*', (res) => {
       const x = exchange(res);
-      this.fail(x, requestId(), new AppError('NOT_FOUND'));
+      const rid = requestId();
+      this.report(rid, 'ANY', '*', this.fail(x, rid, new AppError('NOT_FOUND')), performance.now(), undefined);
     });
   }
 
@@ -74,6 +91,7 @@ export class FrontEnd<P> {
     this.app[r.method](r.path, (res, req: HttpRequest) => {
       const x = exchange(res);
       const rid = requestId();
+      const start = performance.now();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
@@ -83,31 +101,42 @@ export class FrontEnd<P> {
         params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
       } catch (e) {
         // an exception escaping a uWS handler ends the process: answer it here
-        return this.fail(x, rid, e);
+        return this.report(rid, r.method, r.path, this.fail(x, rid, e), start, undefined);
       }
-      void this.run(x, rid, r, params, headers, rawQuery, body);
+      void this.run(x, rid, r, params, headers, rawQuery, body, start);
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>): Promise<void> {
+  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, start: number): Promise<void> {
+    let principal: P | undefined;
+    let status: number;
     try {
-      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
-      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal: principal as P });
+      status = out.status ?? 200;
+      if (out.raw) send(x, status, { 'content-type': out.raw.type, 'x-request-id': rid }, out.raw.body);
+      else send(x, status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
-      this.fail(x, rid, e);
+      status = this.fail(x, rid, e);
     }
+    this.report(rid, r.method, r.path, status, start, principal);
   }
 
-  fail(x: Exchange, rid: string, e: unknown): void {
+  private report(requestId: string, method: string, route: string, status: number, start: number, principal: P | undefined): void {
+    this.opts.answered?.({ requestId, method: method === 'del' ? 'DELETE' : method.toUpperCase(), route, status, ms: performance.now() - start, principal });
+  }
+
+  /** Answers the error envelope; returns the status sent. */
+  fail(x: Exchange, rid: string, e: unknown): number {
     const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
     if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
     send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
+    return err.status;
   }
 
   listen(host: string, port: number): Promise<number> {

@@ -17,9 +17,9 @@ const LAYERS: Record<string, number> = {
   // the actor host
   runtime: 2,
   // services: rules per part of the interface
-  identity: 3, auth: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
+  identity: 3, auth: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3, metrics: 3,
   // transports
-  http: 4, api: 4, realtime: 4,
+  http: 4, api: 4, realtime: 4, openapi: 4,
   // composition
   app: 5, main: 5,
 };
