@@ -9,14 +9,14 @@ import { openApi } from '../openapi/openapi.js';
 import type { Services } from './services.js';
 
 const DASHBOARD_DIR = resolve(import.meta.dirname, '../../dashboard');
-const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', png: 'image/png', svg: 'image/svg+xml' };
+const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml' };
 
 /** The dashboard's static files, read once: a name outside the folder's listing is NOT_FOUND. */
-function dashboardFiles(): (name: string) => { type: string; body: Buffer } {
-  const files = new Map<string, { type: string; body: Buffer }>();
+function dashboardFiles(): (name: string) => { contentType: string; body: string } {
+  const files = new Map<string, { contentType: string; body: string }>();
   for (const name of existsSync(DASHBOARD_DIR) ? readdirSync(DASHBOARD_DIR) : []) {
     const type = TYPES[extname(name).slice(1)];
-    if (type) files.set(name, { type, body: readFileSync(join(DASHBOARD_DIR, name)) });
+    if (type) files.set(name, { contentType: type, body: readFileSync(join(DASHBOARD_DIR, name), 'utf8') });
   }
   return (name) => {
     const f = files.get(name);
@@ -43,16 +43,16 @@ export const opsRoutes = (s: Services, table: Route[]): Route[] => {
           if (!r.headers.authorization) throw new AppError('AUTH_KEY_MISSING', 'GET /metrics needs Authorization: Bearer <METRICS_TOKEN>');
           if (!same(bearerToken(r.headers.authorization) ?? '', want)) throw new AppError('AUTH_KEY_INVALID', 'Not the metrics token');
         }
-        return { raw: { type: s.metrics.contentType, body: await s.metrics.text() } };
+        return { text: { contentType: s.metrics.contentType, body: await s.metrics.text() } };
       },
     },
     {
       method: 'get',
       path: '/openapi.json',
       auth: 'public',
-      handler: () => ({ raw: { type: 'application/json', body: (doc ??= JSON.stringify(openApi(table))) } }),
+      handler: () => ({ text: { contentType: 'application/json', body: (doc ??= JSON.stringify(openApi(table))) } }),
     },
-    { method: 'get', path: '/dashboard', auth: 'public', handler: () => ({ raw: dashboard('index.html') }) },
-    { method: 'get', path: '/dashboard/:file', auth: 'public', handler: (r) => ({ raw: dashboard(r.params.file) }) },
+    { method: 'get', path: '/dashboard', auth: 'public', handler: () => ({ text: dashboard('index.html') }) },
+    { method: 'get', path: '/dashboard/:file', auth: 'public', handler: (r) => ({ text: dashboard(r.params.file) }) },
   ];
 };

@@ -27,8 +27,8 @@ export interface Reply {
   data?: unknown;
   status?: number;
   meta?: Record<string, unknown>;
-  /** a body sent as is instead of the envelope (metrics text, the dashboard's files) */
-  raw?: { type: string; body: string | Buffer };
+  /** a non-JSON answer (metrics text, the OpenAPI document, the dashboard's files): sent as is, without the envelope */
+  text?: { contentType: string; body: string };
 }
 
 /** What the front end reports once a request is answered (metrics, the request log). */
@@ -119,7 +119,7 @@ export class FrontEnd<P> {
       if (x.aborted) return;
       const out = await r.handler({ requestId: rid, params, query, body, headers, principal: principal as P });
       status = out.status ?? 200;
-      if (out.raw) send(x, status, { 'content-type': out.raw.type, 'x-request-id': rid }, out.raw.body);
+      if (out.text) send(x, status, { 'content-type': out.text.contentType, 'x-request-id': rid }, out.text.body);
       else send(x, status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
       status = this.fail(x, rid, e);
