@@ -1,5 +1,6 @@
 /** Builds the whole service from a config: store, actor runtime, services, front end. */
 import type { Config } from './config.js';
+import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
 import { Health } from './health/health.js';
@@ -66,11 +67,12 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     authenticate: async (h, admin) => {
       const p = await authenticate(store, h, admin);
       void presence.touch(p.identity.id);
+      noteIdentity(p.identity.id);
       return p;
     },
     answered: (a) => {
       metrics.request(a);
-      log.info({ request_id: a.requestId, identity_id: a.principal?.identity.id ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
+      log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
   });
   front.routes(routes(services));

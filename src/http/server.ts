@@ -4,6 +4,7 @@
  */
 import type { TemplatedApp } from 'uWebSockets.js';
 import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { withRequest, type RequestScope } from '../context.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
@@ -32,14 +33,14 @@ export interface Reply {
 }
 
 /** What the front end reports once a request is answered (metrics, the request log). */
-export interface Answered<P> {
+export interface Answered {
   requestId: string;
   method: string;
   /** the route pattern, never the raw path */
   route: string;
   status: number;
   ms: number;
-  principal: P | undefined;
+  identityId: string | undefined;
 }
 
 export interface Route<P = any> {
@@ -61,7 +62,7 @@ export interface FrontEndOptions<P> {
   log: Logger;
   /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
   authenticate(header: string | undefined, admin: boolean): Promise<P>;
-  answered?(a: Answered<P>): void;
+  answered?(a: Answered): void;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -81,7 +82,8 @@ export class FrontEnd<P> {
     this.app.any('/*', (res) => {
       const x = exchange(res);
       const rid = requestId();
-      this.report(rid, 'ANY', '*', this.fail(x, rid, new AppError('NOT_FOUND')), performance.now(), undefined);
+      this.fail(x, rid, new AppError('NOT_FOUND'));
+      this.report(x, { requestId: rid }, 'ANY', '*', performance.now());
     });
   }
 
@@ -101,42 +103,40 @@ export class FrontEnd<P> {
         params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
       } catch (e) {
         // an exception escaping a uWS handler ends the process: answer it here
-        return this.report(rid, r.method, r.path, this.fail(x, rid, e), start, undefined);
+        this.fail(x, rid, e);
+        return this.report(x, { requestId: rid }, r.method, r.path, start);
       }
-      void this.run(x, rid, r, params, headers, rawQuery, body, start);
+      const scope: RequestScope = { requestId: rid };
+      void withRequest(scope, () => this.run(x, rid, r, params, headers, rawQuery, body)).finally(() => this.report(x, scope, r.method, r.path, start));
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, start: number): Promise<void> {
-    let principal: P | undefined;
-    let status: number;
+  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>): Promise<void> {
     try {
-      principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal: principal as P });
-      status = out.status ?? 200;
-      if (out.text) send(x, status, { 'content-type': out.text.contentType, 'x-request-id': rid }, out.text.body);
-      else send(x, status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal });
+      if (out.text) return send(x, out.status ?? 200, { 'content-type': out.text.contentType, 'x-request-id': rid }, out.text.body);
+      send(x, out.status ?? 200, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
-      status = this.fail(x, rid, e);
+      this.fail(x, rid, e);
     }
-    this.report(rid, r.method, r.path, status, start, principal);
   }
 
-  private report(requestId: string, method: string, route: string, status: number, start: number, principal: P | undefined): void {
-    this.opts.answered?.({ requestId, method: method === 'del' ? 'DELETE' : method.toUpperCase(), route, status, ms: performance.now() - start, principal });
+  private report(x: Exchange, scope: RequestScope, method: string, route: string, start: number): void {
+    // a request the client abandoned before an answer counts as 499, as nginx logs it
+    const status = x.status ?? 499;
+    this.opts.answered?.({ requestId: scope.requestId, method: method === 'del' ? 'DELETE' : method.toUpperCase(), route, status, ms: performance.now() - start, identityId: scope.identityId });
   }
 
-  /** Answers the error envelope; returns the status sent. */
-  fail(x: Exchange, rid: string, e: unknown): number {
+  fail(x: Exchange, rid: string, e: unknown): void {
     const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
     if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
     send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
-    return err.status;
   }
 
   listen(host: string, port: number): Promise<number> {
