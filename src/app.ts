@@ -1,16 +1,36 @@
 /** Builds the whole service from a config: store, actor runtime, services, front end. */
+import { Artifacts } from './artifacts/service.js';
+import { Resources } from './artifacts/resources.js';
+import { openBlobs } from './blob/index.js';
+import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
+import { Audit } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
-import { Health } from './health/health.js';
+import { rateHeaders, RateLimits } from './auth/rate-limit.js';
+import { Siwe } from './auth/siwe.js';
+import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
-import { FrontEnd } from './http/server.js';
+import { openEmbedder } from './embedding/provider.js';
+import { Acl } from './memory/acl.js';
+import { Graph } from './memory/graph.js';
+import { memoryJobKind } from './memory/job-kind.js';
+import { Jobs } from './memory/jobs.js';
+import { MemoryStats } from './memory/stats.js';
+import { Memories } from './memory/service.js';
+import { Shares } from './memory/shares.js';
+import { openVectorIndex } from './vector/index.js';
+import { FrontEnd, type Route } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
+import { authRequestKind } from './identity/auth-request-kind.js';
+import { AuthRequests } from './identity/auth-requests.js';
 import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
+import { Registry } from './identity/registry.js';
+import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
 import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
@@ -23,13 +43,22 @@ import { signalKind } from './signals/kind.js';
 import { receiptKind } from './signals/receipt-kind.js';
 import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
+import { Workspace } from './workspace/service.js';
+import { Workstreams } from './workstreams/service.js';
+import { rpcRoutes } from './rpc/rpc.js';
+import { Mcp, mcpRoutes } from './mcp/mcp.js';
+import { A2A, a2aRoutes } from './a2a/a2a.js';
+import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
   port: number;
   url: string;
   store: Store;
+  blobs: BlobStore;
   runtime: Runtime;
+  /** the push layer, for tests that check its bounds */
+  realtime: Realtime;
   log: Logger;
   close(): Promise<void>;
 }
@@ -42,30 +71,60 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
+  runtime.register(authRequestKind);
+  runtime.register(memoryJobKind);
   const org = new Org(runtime);
-  const signals = new Signals(runtime, org, config);
+  const blobs = await openBlobs(config);
+  const links = new Links(config.baseUrl);
+  const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
+  const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
+  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace));
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
+  const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
+  const registry = new Registry(config);
+  const limits = await RateLimits.open(config);
+  const vectorIndex = await openVectorIndex(config);
+  if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
+  const shares = new Shares(runtime);
+  const acl = new Acl(org, shares);
+  const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
+  await memories.open();
+  health.report('vector_index', () => vectorIndex.info);
+  const jobs = new Jobs(runtime, memories, log);
   const services = {
     config,
-    invites: new Invites(runtime),
+    invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
     apiKeys: new ApiKeys(runtime),
-    identities: new Identities(store, presence),
+    identities: new Identities(runtime, presence, org, registry),
+    siwe,
+    wallets: new Wallets(runtime, siwe, registry, config.siweSessionTtlMs),
+    authRequests: new AuthRequests(runtime, siwe, registry, config.authRequestEnabled),
+    audit: new Audit(store),
     org,
     signals,
     inbox,
     health,
     stats: new Stats(store, presence, health),
     metrics,
+    workspace,
+    artifacts,
+    workstreams: new Workstreams(runtime, signals, workspace, artifacts),
+    memories,
+    graph: new Graph(runtime, acl, memories),
+    shares,
+    jobs,
+    memoryStats: new MemoryStats(store, memories, jobs),
   };
-  const links = new Links(config.baseUrl);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
+    uploadLimit: config.maxUploadBytes,
     links,
     log,
-    authenticate: async (h, admin) => {
-      const p = await authenticate(store, h, admin);
+    authenticate: async (h, admin, requestId) => {
+      const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
+      await limits.consume(p);
       void presence.touch(p.identity.id);
       noteIdentity(p.identity.id);
       return p;
@@ -74,27 +133,49 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       metrics.request(a);
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
+    principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
   });
-  front.routes(routes(services));
-  const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
+  // GET /openapi.json describes this array: every route served joins it
+  const table = routes(services);
+  const serve = (more: Route<Principal>[]) => {
+    table.push(...more);
+    front.routes(more);
+  };
+  front.routes(table);
+  const methods = methodTable(services);
+  serve(rpcRoutes(methods, log));
+  const mcp = new Mcp(methods, log, VERSION);
+  serve(mcpRoutes(mcp));
+  const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
+  serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
+  jobs.start();
+  memories.startSweeper();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
     url: `http://127.0.0.1:${port}`,
     store,
+    blobs,
     runtime,
+    realtime,
     log,
     async close() {
       front.close();
+      await mcp.close();
       presence.stop();
       await realtime.stop();
+      memories.stopSweeper();
+      await jobs.stop();
       await runtime.stop();
+      await limits.close();
+      await vectorIndex.close();
       await store.close();
+      await blobs.close();
     },
   };
 }

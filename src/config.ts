@@ -10,6 +10,10 @@ export interface Config {
   dataDir: string;
   redisUrl: string | undefined;
   redisPrefix: string;
+  /** Redis: how long an operation waits for a lost connection to come back before answering DB_CONNECT_FAILED */
+  dbConnectTimeoutMs: number;
+  /** Redis: how long an operation waits for Redis's reply before answering DB_QUERY_TIMEOUT */
+  dbQueryTimeoutMs: number;
   taskLeaseMs: number;
   maxDeliveryAttempts: number;
   logLevel: string;
@@ -17,11 +21,44 @@ export interface Config {
   timerPollMs: number;
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
+  pushDrainTimeoutMs: number;
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
   /** when set, GET /metrics wants `Authorization: Bearer <METRICS_TOKEN>` */
   metricsToken: string | undefined;
+  maxUploadBytes: number;
+  /** set when S3_ENDPOINT is: blobs go to S3 (or MinIO) instead of DATA_DIR/blobs */
+  s3: S3Config | undefined;
+  siweNonceTtlMs: number;
+  siweSessionTtlMs: number;
+  authRequestEnabled: boolean;
+  /** requests per minute per key when the key names none; 0 = no limit */
+  rateLimitDefault: number;
+  registryRpcUrl: string | undefined;
+  registryAddress: `0x${string}` | undefined;
+  registryTimeoutMs: number;
+  embedding: EmbeddingConfig;
+  memoryNamespaceQuota: number;
+}
+
+export interface S3Config {
+  endpoint: string;
+  accessKey: string;
+  secretKey: string;
+  bucket: string;
+  region: string;
+  useSSL: boolean;
+}
+
+export interface EmbeddingConfig {
+  provider: 'hash' | 'openai' | 'none';
+  dim: number;
+  url: string | undefined;
+  model: string;
+  apiKey: string | undefined;
+  timeoutMs: number;
+  batch: number;
 }
 
 export class ConfigError extends Error {}
@@ -44,6 +81,19 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false, got "${raw}"`);
 }
 
+function s3Config(env: Env): S3Config | undefined {
+  const endpoint = env.S3_ENDPOINT || undefined;
+  if (!endpoint) return undefined;
+  const need = (name: string): string => {
+    const v = env[name];
+    if (!v) throw new ConfigError(`${name} is required when S3_ENDPOINT is set`);
+    return v;
+  };
+  const bucket = env.S3_BUCKET || 'svc-blobs';
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw new ConfigError(`S3_BUCKET must be a valid bucket name, got "${bucket}"`);
+  return { endpoint, accessKey: need('S3_ACCESS_KEY'), secretKey: need('S3_SECRET_KEY'), bucket, region: env.S3_REGION || 'us-east-1', useSSL: bool(env, 'S3_USE_SSL', false) };
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function readConfig(env: Env = process.env): Readonly<Config> {
@@ -61,6 +111,25 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const redisPrefix = env.REDIS_PREFIX || 'svc';
   if (!/^[A-Za-z0-9_.-]+$/.test(redisPrefix)) throw new ConfigError(`REDIS_PREFIX must be letters, digits, _ . -, got "${redisPrefix}"`);
+  const registryRpcUrl = env.REGISTRY_RPC_URL || undefined;
+  if (registryRpcUrl && !/^(https?|wss?):\/\//.test(registryRpcUrl)) throw new ConfigError(`REGISTRY_RPC_URL must be an http(s) or ws(s) URL, got "${registryRpcUrl}"`);
+  const registryAddress = env.REGISTRY_ADDRESS || undefined;
+  if (registryAddress && !/^0x[0-9a-fA-F]{40}$/.test(registryAddress)) throw new ConfigError(`REGISTRY_ADDRESS must be a 0x-prefixed 20-byte hex address, got "${registryAddress}"`);
+  if (!registryRpcUrl !== !registryAddress) throw new ConfigError('REGISTRY_RPC_URL and REGISTRY_ADDRESS must be set together');
+  const provider = env.EMBEDDING_PROVIDER || 'hash';
+  if (provider !== 'hash' && provider !== 'openai' && provider !== 'none') throw new ConfigError(`EMBEDDING_PROVIDER must be hash, openai or none, got "${provider}"`);
+  const embeddingUrl = env.EMBEDDING_URL || undefined;
+  if (embeddingUrl && !/^https?:\/\//.test(embeddingUrl)) throw new ConfigError(`EMBEDDING_URL must start with http:// or https://, got "${embeddingUrl}"`);
+  if (provider === 'openai' && !embeddingUrl) throw new ConfigError('EMBEDDING_URL is required when EMBEDDING_PROVIDER is openai');
+  const embedding: EmbeddingConfig = Object.freeze({
+    provider,
+    dim: int(env, 'EMBEDDING_DIM', 384, 2, 4096),
+    url: embeddingUrl?.replace(/\/+$/, ''),
+    model: env.EMBEDDING_MODEL || 'text-embedding-3-small',
+    apiKey: env.EMBEDDING_API_KEY || undefined,
+    timeoutMs: int(env, 'EMBEDDING_TIMEOUT_MS', 10_000, 1),
+    batch: int(env, 'EMBEDDING_BATCH', 64, 1, 2048),
+  });
   return Object.freeze({
     port,
     host,
@@ -69,17 +138,32 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     dataDir: resolve(env.DATA_DIR || './data'),
     redisUrl,
     redisPrefix,
+    dbConnectTimeoutMs: int(env, 'DB_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
+    dbQueryTimeoutMs: int(env, 'DB_QUERY_TIMEOUT_MS', 5000, 1, 600_000),
     taskLeaseMs: int(env, 'TASK_LEASE_MS', 300_000, 1),
     maxDeliveryAttempts: int(env, 'MAX_DELIVERY_ATTEMPTS', 5, 1, 1000),
     logLevel,
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
-    pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024),
+    // at most 256 MiB: uWS takes a socket's buffer limit as a 32-bit integer, with room for op answers above it
+    pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),
+    pushDrainTimeoutMs: int(env, 'PUSH_DRAIN_TIMEOUT_MS', 30_000, 100, 600_000),
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
     metricsToken: env.METRICS_TOKEN || undefined,
+    maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
+    s3: s3Config(env),
+    siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
+    siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
+    authRequestEnabled: bool(env, 'AUTH_REQUEST_ENABLED', false),
+    rateLimitDefault: int(env, 'RATE_LIMIT_DEFAULT', 600, 0),
+    registryRpcUrl,
+    registryAddress: registryAddress as `0x${string}` | undefined,
+    registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
+    embedding,
+    memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
   });
 }

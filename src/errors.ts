@@ -96,16 +96,37 @@ export const catalogue = {
   INTERNAL_SERVER_ERROR: [500, 'Unexpected error'],
   INTERNAL_HTTP_ERROR: [500, 'HTTP-level error'],
   NOT_FOUND: [404, 'Route not found'],
-  // Not in the interface's table: the body size cap needs a code of its own (see docs/decisions.md).
+  // Not in the interface's table: the body size cap, invite expiry and push limits need codes of their own (see docs/decisions.md).
   PAYLOAD_TOO_LARGE: [413, 'Request body exceeds the size cap'],
   PUSH_CONSUMER_TOO_SLOW: [429, 'Push consumer fell too far behind; reconnect and resume from your last cursor'],
+  INVITE_EXPIRED: [410, 'Invite code expired'],
   PUSH_CURSOR_EXPIRED: [410, 'The journal no longer holds changes after this cursor; re-read your inbox, then resume from a current cursor'],
+  // Workspace, artifacts, workstreams: the interface names the routes but no codes; these follow its pattern (see docs/decisions.md).
+  RANGE_NOT_SATISFIABLE: [416, 'The requested byte range lies outside the content'],
+  WORKSPACE_VALIDATION_FAILED: [400, 'Invalid workspace request'],
+  WORKSPACE_ITEM_NOT_FOUND: [404, 'Workspace item not found'],
+  WORKSPACE_REVISION_NOT_FOUND: [404, 'Workspace revision not found'],
+  WORKSPACE_NAME_CONFLICT: [409, 'An item with this name exists in the target folder'],
+  WORKSPACE_MOVE_CYCLE: [422, 'A folder cannot move into itself or its own subtree'],
+  WORKSPACE_NOT_A_FOLDER: [422, 'The parent is not a folder'],
+  WORKSPACE_NOT_A_FILE: [422, 'The item is not a file'],
+  WORKSPACE_REVISION_MISMATCH: [412, 'If-Match names a revision that is no longer current'],
+  ARTIFACT_VALIDATION_FAILED: [400, 'Invalid artifact request'],
+  ARTIFACT_NOT_FOUND: [404, 'Artifact not found'],
+  ARTIFACT_DELETE_DENIED: [403, 'Only the uploader or an admin may delete an artifact'],
+  ARTIFACT_SHARE_INVALID: [403, 'Share link tampered with or expired'],
+  WORKSTREAM_VALIDATION_FAILED: [400, 'Invalid workstream request'],
+  WORKSTREAM_NOT_FOUND: [404, 'Workstream not found'],
+  WORKSTREAM_LINK_TARGET_NOT_FOUND: [404, 'The linked resource does not exist or is not visible'],
+  WORKSTREAM_LINK_NOT_FOUND: [404, 'The workstream has no such link'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;
 
 export class AppError extends Error {
   readonly status: number;
+  /** response headers the error carries (Retry-After and RateLimit-* on RATE_LIMIT_EXCEEDED) */
+  headers?: Record<string, string>;
   constructor(readonly code: ErrorCode, message?: string, readonly details: Record<string, unknown> | null = null) {
     super(message ?? catalogue[code][1]);
     this.status = catalogue[code][0];

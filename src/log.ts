@@ -1,6 +1,35 @@
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
 
-export function createLogger(level: string): Logger {
-  return pino({ level, base: undefined, timestamp: pino.stdTimeFunctions.isoTime });
+/** Codes every background loop (timer polls, push catch-up, journal trim) meets many times a second while the store is away. */
+const OUTAGE_CODES = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT']);
+/** an outage error is logged once per message per window, the next line carrying how many it stood for */
+export const OUTAGE_LOG_WINDOW_MS = 10_000;
+const MAX_TRACKED = 100;
+
+export function createLogger(level: string, destination?: DestinationStream): Logger {
+  const windows = new Map<string, { until: number; suppressed: number }>();
+  const opts = {
+    level,
+    base: undefined,
+    timestamp: pino.stdTimeFunctions.isoTime,
+    hooks: {
+      logMethod(this: Logger, args: Parameters<Logger['info']>, method: (...a: unknown[]) => void) {
+        const [obj, msg] = args as unknown[];
+        const code = (obj as { err?: { code?: unknown } } | null)?.err?.code;
+        if (typeof code !== 'string' || !OUTAGE_CODES.has(code)) return method.apply(this, args);
+        const key = `${code}\u0000${String(msg)}`;
+        const now = Date.now();
+        const w = windows.get(key);
+        if (w && now < w.until) {
+          w.suppressed++;
+          return;
+        }
+        if (windows.size >= MAX_TRACKED) windows.clear();
+        windows.set(key, { until: now + OUTAGE_LOG_WINDOW_MS, suppressed: 0 });
+        return method.apply(this, w?.suppressed ? [{ ...(obj as object), suppressed: w.suppressed }, ...args.slice(1)] : args);
+      },
+    },
+  };
+  return destination ? pino(opts, destination) : pino(opts);
 }
 export type { Logger };

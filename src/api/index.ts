@@ -1,15 +1,22 @@
 import type { Route } from '../http/server.js';
 import { adminRoutes } from './admin.js';
+import { artifactRoutes } from './artifacts.js';
+import { auditRoutes } from './audit.js';
+import { authRoutes } from './auth.js';
+import { identityRoutes } from './identities.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
+import { memoryRoutes } from './memory.js';
 import { opsRoutes } from './ops.js';
 import { orgRoutes } from './org.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
+import { workspaceRoutes } from './workspace.js';
+import { workstreamRoutes } from './workstreams.js';
 
 export const routes = (s: Services): Route[] => {
-  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s)];
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
   return table;

@@ -1,10 +1,11 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { commaList, compile } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, ReceiptBody, SnoozeBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody, SnoozeBody } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
+import { ATTACHMENTS_DEPRECATION } from '../artifacts/resources.js';
 
 const NonEmpty = Type.String({ minLength: 1 });
 const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
@@ -22,22 +23,6 @@ const ListQuery = compile(
     since: Type.Optional(Type.String({ format: 'date-time' })),
   }),
 );
-const InboxQuery = compile(
-  Type.Object({
-    after: After,
-    limit: Limit,
-    type: Type.Optional(NonEmpty),
-    ring: Type.Optional(NonEmpty),
-    tag: Type.Optional(NonEmpty),
-    delivery_state: Type.Optional(DeliveryState),
-    min_urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    view: Type.Optional(Type.Union([Type.Literal('full'), Type.Literal('summary')])),
-    project_tag: Type.Optional(NonEmpty),
-    receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
-    include_resolved: Type.Optional(Type.Boolean()),
-    include_snoozed: Type.Optional(Type.Boolean()),
-  }),
-);
 
 const inboxQuery = (q: any) => ({ ...q, types: commaList(q.type) });
 
@@ -48,7 +33,7 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     auth: 'key',
     body: EmitBody,
     invalid: 'SIGNAL_EMIT_VALIDATION_FAILED',
-    handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body) }),
+    handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body), headers: r.body.attachments !== undefined ? ATTACHMENTS_DEPRECATION : undefined }),
   },
   { method: 'post', path: '/claim', auth: 'key', body: ClaimBody, handler: async (r) => ({ data: await s.signals.claim(r.principal, r.body.signal_id, r.body.lease_ms) }) },
   { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome) }) },

@@ -6,7 +6,13 @@ const PING_TIMEOUT_MS = 1000;
 
 export class Health {
   private startedAt = Date.now();
+  /** parts that add a line to /health/detailed (e.g. the vector index kind) */
+  private details = new Map<string, () => unknown>();
   constructor(private store: Store) {}
+
+  report(name: string, fn: () => unknown): void {
+    this.details.set(name, fn);
+  }
 
   uptimeSeconds(): number {
     return Math.floor((Date.now() - this.startedAt) / 1000);
@@ -40,6 +46,7 @@ export class Health {
       database: { reachable: true, latency_ms: Math.round(latency * 1000) / 1000 },
       uptime_seconds: this.uptimeSeconds(),
       version: VERSION,
+      ...Object.fromEntries([...this.details].map(([name, fn]) => [name, fn()])),
     };
   }
 }

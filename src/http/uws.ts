@@ -31,8 +31,8 @@ export function exchange(res: HttpResponse): Exchange {
 }
 
 const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 201: '201 Created', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized',
-  403: '403 Forbidden', 404: '404 Not Found', 409: '409 Conflict', 410: '410 Gone', 413: '413 Payload Too Large',
+  200: '200 OK', 201: '201 Created', 204: '204 No Content', 206: '206 Partial Content', 400: '400 Bad Request', 401: '401 Unauthorized',
+  403: '403 Forbidden', 404: '404 Not Found', 409: '409 Conflict', 410: '410 Gone', 412: '412 Precondition Failed', 413: '413 Payload Too Large', 416: '416 Range Not Satisfiable',
   422: '422 Unprocessable Entity', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
   502: '502 Bad Gateway', 503: '503 Service Unavailable', 504: '504 Gateway Timeout',
 };

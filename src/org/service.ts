@@ -5,9 +5,8 @@ import { newId } from '../ids.js';
 import { keys as identityKeys } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
+import { loadAll, readAll } from '../store/scan.js';
 import { orgIndexes, orgKeys, type Fill, type Ring, type Role } from './model.js';
-
-const ALL = 10_000;
 
 export interface RoleBody {
   name?: string;
@@ -28,13 +27,8 @@ export class Org {
     return this.rt.store;
   }
 
-  private async all<T>(index: string, key: (id: string) => string): Promise<T[]> {
-    const ids = await this.store.range(index, { limit: ALL });
-    return (await this.store.getMany<T>(ids.map(key))).filter((r) => r).map((r) => r!.value);
-  }
-
-  listRoles = () => this.all<Role>(orgIndexes.roles, orgKeys.role);
-  listRings = () => this.all<Ring>(orgIndexes.rings, orgKeys.ring);
+  listRoles = () => loadAll<Role>(this.store, orgIndexes.roles, orgKeys.role);
+  listRings = () => loadAll<Ring>(this.store, orgIndexes.rings, orgKeys.ring);
 
   async role(id: string): Promise<Role> {
     const r = await this.store.get<Role>(orgKeys.role(id));
@@ -61,14 +55,14 @@ export class Org {
   /** Role ids the identity fills and ring ids it belongs to. */
   async placesOf(identityId: string): Promise<{ roles: string[]; rings: string[] }> {
     const [roles, rings] = await Promise.all([
-      this.store.range(orgIndexes.rolesOf(identityId), { limit: ALL }),
-      this.store.range(orgIndexes.ringsOf(identityId), { limit: ALL }),
+      readAll(this.store, orgIndexes.rolesOf(identityId)),
+      readAll(this.store, orgIndexes.ringsOf(identityId)),
     ]);
     return { roles, rings };
   }
 
   async fillersOf(roleId: string): Promise<string[]> {
-    return this.store.range(orgIndexes.fillersOf(roleId), { limit: ALL });
+    return readAll(this.store, orgIndexes.fillersOf(roleId));
   }
 
   /** A rename moves the unique name key in the same commit as the record. */
@@ -189,7 +183,7 @@ export class Org {
   }
 
   async listFills(filter: { role_id?: string; identity_id?: string }): Promise<Fill[]> {
-    const fills = await this.all<Fill>(orgIndexes.fills, orgKeys.fill);
+    const fills = await loadAll<Fill>(this.store, orgIndexes.fills, orgKeys.fill);
     return fills.filter((f) => (!filter.role_id || f.role_id === filter.role_id) && (!filter.identity_id || f.identity_id === filter.identity_id));
   }
 

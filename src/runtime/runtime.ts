@@ -45,6 +45,17 @@ export interface SendOptions<C> {
 
 const MAX_RETRIES = 50;
 const TIMER_HOLD_MS = 30_000;
+/** backoff after a lost compare-and-set: full jitter, doubling from BACKOFF_BASE_MS up to BACKOFF_CAP_MS */
+const BACKOFF_BASE_MS = 1;
+const BACKOFF_CAP_MS = 50;
+
+/** How long to wait before attempt `attempt` (0 = the first, which never waits): random in [0, min(cap, base·2^(attempt-1))]. */
+export function backoffMs(attempt: number, random: () => number = Math.random): number {
+  if (attempt <= 0) return 0;
+  return random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (attempt - 1));
+}
+
+const pause = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
 
 export const actorKey = (kind: string, id: string) => `actor:${kind}:${id}`;
 
@@ -98,6 +109,7 @@ export class Runtime {
   private async apply<C>(k: ActorKind<C>, id: string, event: Record<string, unknown> & { type: string }, opts: SendOptions<C>): Promise<Committed<C> | undefined> {
     const key = actorKey(k.name, id);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      await pause(backoffMs(attempt));
       const stored = await this.store.get<ActorRecord<C>>(key);
       const cur = stored ?? (opts.create ? { version: 0, value: opts.create() } : undefined);
       if (!cur) {
@@ -124,16 +136,24 @@ export class Runtime {
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
 
-  /** Commits ops that need a compare-and-set retry loop (a read-decide-write over plain records). */
+  /**
+   * Commits ops that need a compare-and-set retry loop (a read-decide-write over plain records). A lost race
+   * backs off with jitter before it plans again, so contenders spread out instead of colliding in lockstep.
+   */
   async retry<T>(plan: () => Promise<{ ops?: Op[]; result: T }>): Promise<T> {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      await pause(backoffMs(attempt));
       const p = await plan();
       if (!p.ops || (await this.store.commit(p.ops)).ok) return p.result;
     }
     throw new AppError('INTERNAL_SERVER_ERROR', 'write too contended');
   }
 
-  private serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` after every earlier call with the same key in this process has settled. Writers of one hot
+   * record (an actor, a thread's counter) queue here, so compare-and-set retries are needed only across processes.
+   */
+  serial<T>(key: string, fn: () => Promise<T>): Promise<T> {
     const prev = this.queues.get(key) ?? Promise.resolve();
     const run = prev.then(fn, fn);
     const tail = run.catch(() => {});

@@ -14,6 +14,7 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
+import { reaches, takersOf } from './routing.js';
 import { RECEIPT, receiptId, receiptView, type Receipt } from './receipt-kind.js';
 import type { Signals } from './service.js';
 
@@ -37,6 +38,8 @@ export type InboxItem = Signal & { receipt_state: ReceiptState; snoozed_until: s
 interface Row {
   signal: ActorRecord<SignalContext>;
   receipt: ActorRecord<ReceiptContext> | undefined;
+  /** who took an any_one signal, if anyone has */
+  taker: string | undefined;
 }
 
 type Action = 'ACKNOWLEDGE' | 'RESOLVE' | 'SNOOZE' | 'UNSNOOZE';
@@ -59,18 +62,14 @@ export class Inbox {
   }
 
   /** Whether a signal lands in this identity's inbox: direct, broadcast, or a role/ring it holds with the capabilities asked for. */
-  static reaches(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | 'to_ring_id' | 'target_capabilities'>, who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }): boolean {
-    if (c.to_identity === who.id) return true;
-    const viaGroup = (c.to_role_id !== null && reach.roles.includes(c.to_role_id)) || (c.to_ring_id !== null && reach.rings.includes(c.to_ring_id));
-    const broadcast = c.to_identity === null && c.to_role_id === null && c.to_ring_id === null;
-    return (viaGroup || broadcast) && c.target_capabilities.every((cap) => who.capabilities.includes(cap));
-  }
+  static reaches = reaches;
 
   async identityInbox(p: Principal, target: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
     const who = await this.resolveIdentity(target);
     if (who.id !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the identity itself or an admin may read its inbox');
     const reach = await this.reachOf(who.id);
-    return this.read(p, who, reach.indexes, (c) => Inbox.reaches(c, who, reach), q, before, limit, true);
+    // an any_one signal someone else took has left this inbox
+    return this.read(p, who, reach.indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
   }
 
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
@@ -92,7 +91,7 @@ export class Inbox {
     return rec.value;
   }
 
-  private async read(p: Principal, reader: Pick<Identity, 'id'>, indexes: string[], reaches: (c: SignalContext) => boolean, q: InboxQuery, before: string | undefined, limit: number, delivers: boolean): Promise<Scanned<InboxItem>> {
+  private async read(p: Principal, reader: Pick<Identity, 'id'>, indexes: string[], visible: (c: SignalContext, taker: string | undefined) => boolean, q: InboxQuery, before: string | undefined, limit: number, delivers: boolean): Promise<Scanned<InboxItem>> {
     assertFilterInScope(p.key, { types: q.types, ring: q.ring });
     const res = await scanDesc<Row>(this.rt.store, indexes, {
       before,
@@ -103,9 +102,10 @@ export class Inbox {
           this.rt.loadMany<SignalContext>(SIGNAL, ids),
           this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((id) => receiptId(reader.id, id))),
         ]);
-        return ids.map((_, i) => (signals[i] ? { signal: signals[i]!, receipt: receipts[i] } : undefined));
+        const takers = await takersOf(this.rt.store, signals.map((s) => s?.context));
+        return ids.map((_, i) => (signals[i] ? { signal: signals[i]!, receipt: receipts[i], taker: takers[i] } : undefined));
       },
-      keep: (row) => reaches(row.signal.context) && !outOfScope(p.key, row.signal.context) && matchesInbox(row, q),
+      keep: (row) => visible(row.signal.context, row.taker) && !outOfScope(p.key, row.signal.context) && matchesInbox(row, q),
     });
     const signals = delivers && reader.id === p.identity.id ? await this.signals.markDelivered(res.items.map((r) => r.signal)) : res.items.map((r) => r.signal);
     return {
@@ -129,7 +129,8 @@ export class Inbox {
     assertInScope(p.key, signal.context);
     if (action === 'SNOOZE' && (until === undefined || until <= now())) throw new AppError('VALIDATION_INVALID_TYPE', 'until must be a future timestamp', { field: 'until', reason: 'future' });
     const c = await this.rt.send<ReceiptContext>(RECEIPT, receiptId(p.identity.id, signalId), { type: action, until }, { create: () => newReceipt(p.identity.id, signalId, now()) });
-    if (signal.value === 'pending' && Inbox.reaches(signal.context, p.identity, await this.reachOf(p.identity.id))) await this.signals.markDelivered([signal]);
+    if (action === 'ACKNOWLEDGE' || action === 'RESOLVE') await this.signals.takeIfRecipient(p, signal.context);
+    if (signal.value === 'pending' && reaches(signal.context, p.identity, await this.reachOf(p.identity.id))) await this.signals.markDelivered([signal]);
     return receiptView(c!.record, p.identity.id, signalId);
   }
 }

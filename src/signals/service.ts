@@ -3,7 +3,7 @@ import { encodeTime } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
 import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
-import { iso } from '../clock.js';
+import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
 import { keys as identityKeys, type Principal } from '../identity/model.js';
 import { sameName } from '../org/model.js';
@@ -12,7 +12,8 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
+import { reaches, take, type RoutingPolicy } from './routing.js';
+import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
 
@@ -28,7 +29,7 @@ export interface EmitBody {
   urgency?: number;
   tags?: string[];
   target_capabilities?: string[];
-  routing_policy?: string;
+  routing_policy?: RoutingPolicy;
   metadata?: Record<string, unknown>;
   payload?: Record<string, unknown>;
   resources?: unknown[];
@@ -48,11 +49,17 @@ export interface ListFilter {
 
 const threadSeqKey = (rootId: string) => `thread-seq:${rootId}`;
 
+/** Checks emit's `resources` (and legacy `attachments`) exist and are visible to the emitter; answers the canonical list. */
+export interface ResourceCheck {
+  check(p: Principal, resources: unknown[] | undefined, attachments: unknown[] | undefined): Promise<{ resources: unknown[] }>;
+}
+
 export class Signals {
   constructor(
     private rt: Runtime,
     private org: Org,
     private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
+    private resources: ResourceCheck,
   ) {}
 
   requireMember(p: Principal): void {
@@ -78,10 +85,12 @@ export class Signals {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     if (!canonical && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
-    const route = await this.route(body);
+    const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
     const id = newId();
-    const record = await this.rt.retry(async () => {
-      const thread = await this.threadPosition(id, body.parent_id);
+    const root = await this.threadRoot(id, body.parent_id);
+    // replies to one thread queue per thread in this process: only another process can move the counter under us
+    const write = () => this.rt.retry(async () => {
+      const thread = await this.threadPosition(root, body.parent_id);
       const t = iso();
       const context: SignalContext = {
         id,
@@ -101,10 +110,10 @@ export class Signals {
         to_ring_id: route.ring_id,
         tags: body.tags ?? [],
         target_capabilities: body.target_capabilities ?? [],
-        routing_policy: body.routing_policy ?? null,
+        routing_policy: body.routing_policy ?? 'all',
         metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
         payload: body.payload ?? {},
-        resources: [...(body.resources ?? []), ...(body.attachments ?? [])],
+        resources: checked.resources,
         task_status: body.signal_type === 'task' ? 'open' : null,
         claimed_by: null,
         claimed_at: null,
@@ -118,6 +127,7 @@ export class Signals {
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
       return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec)] };
     });
+    const record = body.parent_id === undefined ? await write() : await this.rt.serial(threadSeqKey(root), write);
     return signalView(record);
   }
 
@@ -125,14 +135,19 @@ export class Signals {
    * The sequence counter of a thread moves in the same commit as the reply, so positions follow commit order.
    * A root writes none: the first reply creates the counter (expect absent).
    */
-  private async threadPosition(id: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
-    if (parentId === undefined) return { root: id, sequence: 0, ops: [] };
-    const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
-    if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
-    const root = parent.value.context.thread_id;
+  private async threadPosition(root: string, parentId: string | undefined): Promise<{ root: string; sequence: number; ops: Op[] }> {
+    if (parentId === undefined) return { root, sequence: 0, ops: [] };
     const counter = await this.rt.store.get<{ next: number }>(threadSeqKey(root));
     const sequence = counter?.value.next ?? 1;
     return { root, sequence, ops: [{ op: 'put', key: threadSeqKey(root), value: { next: sequence + 1 }, expect: counter?.version ?? 0 }] };
+  }
+
+  /** The thread a new signal joins: its own id for a root, else the parent's thread. */
+  private async threadRoot(id: string, parentId: string | undefined): Promise<string> {
+    if (parentId === undefined) return id;
+    const parent = await this.rt.load<SignalContext>(SIGNAL, parentId);
+    if (!parent) throw new AppError('SIGNAL_NOT_FOUND', `No parent signal ${parentId}`, { field: 'parent_id' });
+    return parent.value.context.thread_id;
   }
 
   async load(id: string, notFound: 'SIGNAL_NOT_FOUND' | 'SIGNAL_ACK_NOT_FOUND' = 'SIGNAL_NOT_FOUND'): Promise<ActorRecord<SignalContext>> {
@@ -152,6 +167,23 @@ export class Signals {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
+    await this.takeIfRecipient(p, c!.record.context);
+    return signalView(c!.record);
+  }
+
+  /** An any_one signal is taken by the first recipient to ack, acknowledge or resolve it. */
+  async takeIfRecipient(p: Principal, c: SignalContext): Promise<void> {
+    if (c.routing_policy !== 'any_one') return;
+    if (reaches(c, p.identity, await this.org.placesOf(p.identity.id))) await take(this.rt.store, c, p.identity.id, now());
+  }
+
+  /** Ends an open task; only its sender or an admin may. */
+  async cancel(p: Principal, signalId: string): Promise<Signal> {
+    this.requireMember(p);
+    const cur = await this.load(signalId);
+    assertInScope(p.key, cur.context);
+    if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may cancel it');
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' });
     return signalView(c!.record);
   }
 
@@ -174,7 +206,7 @@ export class Signals {
   async thread(p: Principal, id: string): Promise<Signal[]> {
     const r = await this.load(id);
     assertInScope(p.key, r.context);
-    const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { limit: 10_000 });
+    const members = await readAll(this.rt.store, signalIndexes.thread(r.context.thread_id));
     const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map(idOfThreadMember));
     return recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
   }

@@ -1,13 +1,19 @@
 /**
  * Embedded adapter: LMDB in DATA_DIR. One service process writes it (pub/sub is in-process); other processes,
- * such as `npm run actors`, may read beside it. Every commit is one LMDB write
- * transaction (lmdb-js batches concurrent ones into a single fsync); version checks run inside it, so a
- * failed check writes nothing.
+ * such as `npm run actors`, may read beside it. Every write (commit, claimTimers, releaseTimer, trimLog) is
+ * one LMDB write transaction and answers only once lmdb reports that transaction flushed to disk; lmdb-js
+ * batches the transactions queued meanwhile into one write and one fdatasync, so concurrent commits share a
+ * flush. Version checks run inside the transaction, so a failed check writes nothing.
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
+
+/** The embedded store, with its LMDB environment for diagnostics (tests read its `flushed` state). */
+export interface EmbeddedStore extends Store {
+  readonly lmdb: RootDatabase;
+}
 
 const SEP = '\u0000';
 const END = '\u0001';
@@ -22,7 +28,7 @@ interface Rec {
   d: unknown;
 }
 
-export async function openEmbeddedStore(dataDir: string): Promise<Store> {
+export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore> {
   mkdirSync(dataDir, { recursive: true });
   const root: RootDatabase = open({ path: dataDir, noSubdir: false, maxDbs: 16 } as never);
   // Binary keys: lmdb-js's default key encoding reads a NUL inside a string key as an array separator.
@@ -35,6 +41,19 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
   const meta = db<number>('meta');
   const bus = new EventEmitter();
   bus.setMaxListeners(0);
+
+  /**
+   * One write transaction, answered after it is flushed. With overlappingSync (lmdb's default here) a
+   * transaction's promise stands for "committed and visible"; `root.flushed`, read right after queueing, is
+   * the flush of the batch this transaction joined (or of a later one, which covers it), so every commit of
+   * a batch waits on the same fdatasync.
+   */
+  const write = async <T>(fn: () => T): Promise<T> => {
+    const committed = root.transaction(fn) as Promise<T>;
+    const flushed = new Promise<void>((resolve, reject) => root.flushed.then(() => resolve(), reject));
+    const [result] = await Promise.all([committed, flushed]);
+    return result;
+  };
 
   const getRec = <T>(key: string): Versioned<T> | undefined => {
     const r = recs.get(K(key));
@@ -92,6 +111,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
 
   return {
     backend: 'embedded',
+    lmdb: root,
     async get<T>(key: string) {
       return getRec<T>(key);
     },
@@ -99,7 +119,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       return keys.map((k) => getRec<T>(k));
     },
     async commit(ops) {
-      const res = (await root.transaction(() => apply(ops))) as CommitResult & { published?: [string, LogEntry][] };
+      const res = (await write(() => apply(ops))) as CommitResult & { published?: [string, LogEntry][] };
       if (res.ok && res.published) {
         for (const [log, e] of res.published) bus.emit(log, e);
         delete res.published;
@@ -128,7 +148,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       return idx.getKeysCount({ start: K(index + SEP), end: K(index + END) });
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
-      return root.transaction(() => {
+      return write(() => {
         const due: DueTimer[] = [];
         // snapshot first: setTimer writes into the range being iterated (with holdMs 0 a live cursor revisits)
         for (const k of [...timers.getKeys({ start: K(''), end: K(pad(now) + END), limit })]) {
@@ -141,7 +161,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       });
     },
     async releaseTimer(t: DueTimer) {
-      await root.transaction(() => {
+      await write(() => {
         if (timerAt.get(K(t.key)) === t.claim) setTimer(t.key, null);
       });
     },
@@ -163,7 +183,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<Store> {
       return meta.get(K('start' + SEP + log)) ?? 1;
     },
     async trimLog(log: string, before: number, limit: number) {
-      return root.transaction(() => {
+      return write(() => {
         const start = meta.get(K('start' + SEP + log)) ?? 1;
         if (before <= start) return start;
         let next = before;

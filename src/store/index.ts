@@ -3,9 +3,9 @@ import { openEmbeddedStore } from './embedded.js';
 import { openRedisStore } from './redis.js';
 import type { Store } from './port.js';
 
-export async function openStore(config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'dataDir'>): Promise<Store> {
+export async function openStore(config: Pick<Config, 'redisUrl' | 'redisPrefix' | 'dataDir' | 'dbConnectTimeoutMs' | 'dbQueryTimeoutMs'>): Promise<Store> {
   return config.redisUrl
-    ? openRedisStore({ url: config.redisUrl, prefix: config.redisPrefix })
+    ? openRedisStore({ url: config.redisUrl, prefix: config.redisPrefix, connectTimeoutMs: config.dbConnectTimeoutMs, queryTimeoutMs: config.dbQueryTimeoutMs })
     : openEmbeddedStore(config.dataDir);
 }
 export type { Store, Op, Versioned } from './port.js';

@@ -2,9 +2,23 @@
  * Redis adapter (node-redis v5). Every key lives under one hash tag, `<prefix>:{<ns>}:`, so each commit's
  * multi-key Lua script is legal on Redis Cluster too. A commit is one script: all version checks first,
  * then every write; the log append and its PUBLISH happen inside the same script, so only committed
- * entries are ever published.
+ * entries are ever published. Every operation fails fast while Redis is away (see `Guard`).
  */
-import { createClient, type RedisClientType } from 'redis';
+import {
+  AbortError,
+  ClientClosedError,
+  ClientOfflineError,
+  ConnectionTimeoutError,
+  createClient,
+  DisconnectsClientError,
+  ErrorReply,
+  ReconnectStrategyError,
+  SocketClosedUnexpectedlyError,
+  SocketTimeoutError,
+  TimeoutError,
+  type RedisClientType,
+} from 'redis';
+import { AppError } from '../errors.js';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /*
@@ -86,28 +100,141 @@ export interface RedisStoreOptions {
   url: string;
   prefix: string;
   namespace?: string;
+  /** how long an operation waits for a lost connection to come back, and one connect attempt may take */
+  connectTimeoutMs?: number;
+  /** how long an operation waits for Redis's reply */
+  queryTimeoutMs?: number;
+}
+
+/** Redis replies that mean "not serving now" rather than "this command is wrong". */
+const UNAVAILABLE_REPLY = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY)\b/;
+
+/**
+ * Bounds every command. node-redis is opened with `disableOfflineQueue`, so nothing queues while the
+ * connection is down, but it times nothing out once written (a paused Redis keeps the socket open). So:
+ * - an operation issued while the connection is down waits for it until `connectMs` after it was lost, then
+ *   gets DB_CONNECT_FAILED; after that window every operation gets it at once, until Redis is back;
+ * - an operation Redis has not answered within `queryMs` gets DB_QUERY_TIMEOUT; if it was never written it
+ *   is withdrawn, else its late reply is dropped (a commit is one script: applied whole or not at all, and
+ *   a thrown timeout is never retried as a version conflict);
+ * - while an earlier reply is overdue by `queryMs`, new operations get DB_QUERY_TIMEOUT at once instead of
+ *   queueing behind it, so background loops do not pile up on a stalled server.
+ */
+class Guard {
+  private lostAt: number | undefined;
+  private waiters = new Set<() => void>();
+  /** unanswered commands in send order (replies come back in that order); `late` once one has timed out */
+  private inflight = new Set<{ late: boolean }>();
+
+  constructor(
+    private client: Client,
+    private connectMs: number,
+    private queryMs: number,
+  ) {
+    client.on('ready', () => {
+      this.lostAt = undefined;
+      for (const w of this.waiters) w();
+      this.waiters.clear();
+    });
+    for (const ev of ['error', 'end', 'reconnecting']) client.on(ev, () => this.noteLost());
+  }
+
+  private noteLost(): void {
+    if (!this.client.isReady) this.lostAt ??= Date.now();
+  }
+
+  private async connected(): Promise<void> {
+    if (this.client.isReady) return;
+    this.noteLost();
+    const left = this.lostAt! + this.connectMs - Date.now();
+    if (left <= 0) throw connectFailed();
+    await new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(done);
+        reject(connectFailed());
+      }, left);
+      this.waiters.add(done);
+    });
+  }
+
+  async run<T>(send: (client: Client) => Promise<T>): Promise<T> {
+    await this.connected();
+    if (this.inflight.values().next().value?.late) throw queryTimeout();
+    const abort = new AbortController();
+    const entry = { late: false };
+    this.inflight.add(entry);
+    const reply = send(this.client.withAbortSignal(abort.signal) as Client);
+    const settle = () => void this.inflight.delete(entry);
+    reply.then(settle, settle);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        reply,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            entry.late = true;
+            abort.abort();
+            reject(queryTimeout());
+          }, this.queryMs);
+        }),
+      ]);
+    } catch (e) {
+      throw storeError(e);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+const connectFailed = () => new AppError('DB_CONNECT_FAILED', 'Redis is unreachable', { backend: 'redis' });
+const queryTimeout = () => new AppError('DB_QUERY_TIMEOUT', 'Redis did not answer in time', { backend: 'redis' });
+
+const CONNECTION_ERRORS = [ClientClosedError, ClientOfflineError, ConnectionTimeoutError, DisconnectsClientError, ReconnectStrategyError, SocketClosedUnexpectedlyError];
+
+/** node-redis errors as catalogue errors; anything else (a Redis error reply about the command itself, a bug) stays as it is. */
+function storeError(e: unknown): unknown {
+  if (e instanceof AppError) return e;
+  if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message) ? connectFailed() : /^BUSY\b/.test(e.message) ? queryTimeout() : e;
+  if (e instanceof AbortError || e instanceof TimeoutError || e instanceof SocketTimeoutError) return queryTimeout();
+  // socket errors (ECONNRESET, EPIPE, ...) reach a command as they are when the connection breaks under it
+  if (CONNECTION_ERRORS.some((c) => e instanceof c) || typeof (e as NodeJS.ErrnoException)?.code === 'string') return connectFailed();
+  return e;
 }
 
 export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   const P = `${o.prefix}:{${o.namespace ?? 'main'}}:`;
-  const client = createClient({ url: o.url, socket: { reconnectStrategy: (n) => Math.min(50 * 2 ** n, 2000) } }) as Client;
-  client.on('error', () => {}); // reconnects by itself; health reports reachability
+  const connectTimeout = o.connectTimeoutMs ?? 2000;
+  const client = createClient({
+    url: o.url,
+    disableOfflineQueue: true,
+    socket: { connectTimeout, reconnectStrategy: (n) => Math.min(50 * 2 ** n, 2000) },
+  }) as Client;
+  client.on('error', () => {}); // reconnects by itself; operations answer DB_CONNECT_FAILED meanwhile
+  const guard = new Guard(client, connectTimeout, o.queryTimeoutMs ?? 5000);
   await client.connect();
   let sub: Client | undefined;
   const handlers = new Map<string, Set<(e: LogEntry) => void>>();
   const shas = new Map<string, string>();
 
-  async function script(src: string, args: string[]): Promise<unknown> {
+  /** NOSCRIPT means the script did not run, so loading it and running it again is safe. */
+  async function script(c: Client, src: string, args: string[]): Promise<unknown> {
     let sha = shas.get(src);
-    if (!sha) shas.set(src, (sha = (await client.scriptLoad(src)) as string));
+    if (!sha) shas.set(src, (sha = (await c.scriptLoad(src)) as string));
     try {
-      return await client.evalSha(sha, { keys: [P], arguments: args });
+      return await c.evalSha(sha, { keys: [P], arguments: args });
     } catch (e) {
-      if (!String((e as Error).message).includes('NOSCRIPT')) throw e;
+      if (!(e instanceof ErrorReply) || !e.message.startsWith('NOSCRIPT')) throw e;
       shas.delete(src);
-      return script(src, args);
+      return script(c, src, args);
     }
   }
+  const run = <T>(send: (c: Client) => Promise<T>) => guard.run(send);
+  const eval_ = (src: string, args: string[]) => run((c) => script(c, src, args));
 
   const parse = <T>(h: Record<string, string>): Versioned<T> | undefined =>
     h && h.v !== undefined ? { version: Number(h.v), value: JSON.parse(h.d) as T } : undefined;
@@ -115,20 +242,22 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   return {
     backend: 'redis',
     async get<T>(key: string) {
-      return parse<T>((await client.hGetAll(P + 'r:' + key)) as Record<string, string>);
+      return parse<T>((await run((c) => c.hGetAll(P + 'r:' + key))) as Record<string, string>);
     },
     async getMany<T>(keys: string[]) {
       if (keys.length === 0) return [];
-      const multi = client.multi();
-      for (const k of keys) multi.hGetAll(P + 'r:' + k);
-      const rows = (await multi.execAsPipeline()) as unknown as Record<string, string>[];
+      const rows = (await run((c) => {
+        const multi = c.multi();
+        for (const k of keys) multi.hGetAll(P + 'r:' + k);
+        return multi.execAsPipeline();
+      })) as unknown as Record<string, string>[];
       return rows.map((h) => parse<T>(h));
     },
     async commit(ops: Op[]): Promise<CommitResult> {
       const wire = ops.map((x) =>
         x.op === 'put' ? { ...x, value: JSON.stringify(x.value) } : x.op === 'append' ? { ...x, entry: JSON.stringify(x.entry) } : x,
       );
-      const r = (await script(COMMIT, [JSON.stringify(wire)])) as (number | string)[];
+      const r = (await eval_(COMMIT, [JSON.stringify(wire)])) as (number | string)[];
       if (r[0] === -1) return { ok: false, conflict: String(r[1]) };
       return { ok: true, seqs: r.slice(1).map(Number) };
     },
@@ -136,36 +265,38 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       const lo = r.gt !== undefined ? '(' + r.gt : '-';
       const hi = r.lt !== undefined ? '(' + r.lt : '+';
       const key = P + 'i:' + index;
-      return r.reverse
-        ? (client.sendCommand(['ZREVRANGEBYLEX', key, hi, lo, 'LIMIT', '0', String(r.limit)]) as Promise<string[]>)
-        : client.zRangeByLex(key, lo, hi, { LIMIT: { offset: 0, count: r.limit } });
+      return run((c) =>
+        r.reverse
+          ? (c.sendCommand(['ZREVRANGEBYLEX', key, hi, lo, 'LIMIT', '0', String(r.limit)]) as Promise<string[]>)
+          : c.zRangeByLex(key, lo, hi, { LIMIT: { offset: 0, count: r.limit } }),
+      );
     },
     async count(index: string) {
-      return client.zCard(P + 'i:' + index);
+      return run((c) => c.zCard(P + 'i:' + index));
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
-      const keys = (await script(CLAIM_TIMERS, [String(now), String(limit), String(holdMs)])) as string[];
+      const keys = (await eval_(CLAIM_TIMERS, [String(now), String(limit), String(holdMs)])) as string[];
       return keys.map((key): DueTimer => ({ key, claim: now + holdMs }));
     },
     async releaseTimer(t: DueTimer) {
-      await script(RELEASE_TIMER, [t.key, String(t.claim)]);
+      await eval_(RELEASE_TIMER, [t.key, String(t.claim)]);
     },
     async nextTimerAt() {
-      const r = await client.zRangeWithScores(P + 'timers', 0, 0);
+      const r = await run((c) => c.zRangeWithScores(P + 'timers', 0, 0));
       return r[0]?.score;
     },
     async readLog<T>(log: string, afterSeq: number, limit: number) {
-      const rows = await client.xRange(P + 'l:' + log, `(${afterSeq}-1`, '+', { COUNT: limit });
+      const rows = await run((c) => c.xRange(P + 'l:' + log, `(${afterSeq}-1`, '+', { COUNT: limit }));
       return rows.map((r): LogEntry<T> => ({ seq: Number(r.id.split('-')[0]), entry: JSON.parse(r.message.e) as T }));
     },
     async lastSeq(log: string) {
-      return Number((await client.get(P + 'seq:' + log)) ?? 0);
+      return Number((await run((c) => c.get(P + 'seq:' + log))) ?? 0);
     },
     async logStart(log: string) {
-      return Number((await client.get(P + 'start:' + log)) ?? 1);
+      return Number((await run((c) => c.get(P + 'start:' + log))) ?? 1);
     },
     async trimLog(log: string, before: number, limit: number) {
-      return Number(await script(TRIM_LOG, [log, String(before), String(limit)]));
+      return Number(await eval_(TRIM_LOG, [log, String(before), String(limit)]));
     },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
       if (!sub) {
@@ -191,7 +322,7 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
     },
     async ping() {
       const t = performance.now();
-      await client.ping();
+      await run((c) => c.ping());
       return performance.now() - t;
     },
     async close() {

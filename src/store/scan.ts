@@ -1,13 +1,50 @@
 /**
  * Keyset scans, most recent (highest member) first, over one index or the merge of several: members are
  * de-duplicated, records loaded in batches and filtered. The cursor is the last member handed out, so a
- * scan never repeats an item and never skips one that existed when paging began.
+ * scan never repeats an item and never skips one that existed when paging began. Unpaged collections
+ * (roles, rings, fills, a thread, API keys, the places of an identity) are read to their end in pages,
+ * never cut at a fixed count.
  */
 import type { Store } from './port.js';
 
 const BATCH = 100;
-/** members examined per request before answering a short page with has_more */
-const SCAN_CAP = 5000;
+
+export const scanLimits = {
+  /** members examined per filtered-list request before answering a short page with has_more */
+  scanCap: 5000,
+  /** members per range read when an index is read to its end; tests lower it to walk many pages */
+  pageSize: 1000,
+};
+
+/** Walks an index in ascending order, one page of members at a time, to its end. */
+export async function forEachPage(store: Store, index: string, fn: (members: string[]) => Promise<void> | void): Promise<void> {
+  let after: string | undefined;
+  for (;;) {
+    const size = scanLimits.pageSize;
+    const page = await store.range(index, { gt: after, limit: size });
+    if (page.length) await fn(page);
+    if (page.length < size) return;
+    after = page[page.length - 1];
+  }
+}
+
+/** Every member of an index, ascending. */
+export async function readAll(store: Store, index: string): Promise<string[]> {
+  const out: string[] = [];
+  await forEachPage(store, index, (members) => {
+    out.push(...members);
+  });
+  return out;
+}
+
+/** The stored values of every member of an index (members whose record is gone are left out), ascending. */
+export async function loadAll<T>(store: Store, index: string, key: (member: string) => string): Promise<T[]> {
+  const out: T[] = [];
+  await forEachPage(store, index, async (members) => {
+    for (const r of await store.getMany<T>(members.map(key))) if (r) out.push(r.value);
+  });
+  return out;
+}
 
 export interface ScanOptions<T> {
   /** exclusive upper bound (the previous page's cursor) */
@@ -50,6 +87,6 @@ export async function scanDesc<T>(store: Store, indexes: string[], o: ScanOption
     const exhausted = union.length <= n && lists.every((l) => l.length < n);
     if (exhausted) return { items: out.map((x) => x.item), cursor: null };
     cursor = merged[merged.length - 1];
-    if (scanned >= SCAN_CAP) return { items: out.map((x) => x.item), cursor };
+    if (scanned >= scanLimits.scanCap) return { items: out.map((x) => x.item), cursor };
   }
 }

@@ -26,7 +26,11 @@ describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
   const overview = async () => expectOk(await root.client.get('/stats/overview'));
   const metrics = async () => expectOk(await root.client.get('/admin/health-metrics'));
 
+  /** before the server was started: its uptime cannot exceed the time since */
+  let startedBefore: number;
+
   beforeAll(async () => {
+    startedBefore = Date.now();
     svc = await servers.start({ MAX_DELIVERY_ATTEMPTS: '1' });
     root = await bootstrap(svc.url);
     talker = await join(root.client, 'talker');
@@ -87,8 +91,12 @@ describe.each(BACKENDS)('liveness and delivery stats on %s', (backend) => {
     expect(o.delivery_stats).toMatchObject(want);
     const m = await metrics();
     expect(m.signals).toEqual({ total: 6, by_delivery_state: want });
-    expect(Number.isInteger(m.uptime_seconds) && m.uptime_seconds >= 0).toBe(true);
-    expect(Number.isInteger(o.uptime_seconds) && o.uptime_seconds >= 0).toBe(true);
+    // whole seconds since this server started (not since some other epoch)
+    const upper = Math.ceil((Date.now() - startedBefore) / 1000);
+    for (const u of [m.uptime_seconds, o.uptime_seconds]) {
+      expect(Number.isInteger(u)).toBe(true);
+      expect(u).toBeLessThanOrEqual(upper);
+    }
     expect(o).toMatchObject({ identity_count: 4, role_count: 0, ring_count: 0, version: expect.any(String) });
     await s.close();
   });

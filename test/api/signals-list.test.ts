@@ -7,9 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Res } from '../helpers/client.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
-import { emitOk, expectError, expectOk } from './support.js';
+import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
   const servers = serversOn(backend);
@@ -32,8 +31,8 @@ describe.each(BACKENDS)('GET /signals/list on %s', (backend) => {
 
       l1 = await emitOk(root, { signal_type: 'pulse', content: 'l1', to_role: 'ops', tags: ['x'] }); // stays pending
       l2 = await emitOk(a, { signal_type: 'task', content: 'l2', to_ring: 'core', tags: ['y'] }); // claimed by b: leased, open
-      // a gap in time so `since` can split the set
-      await sleep(30);
+      // the clock moves past l2's created_at so `since` can split the set
+      await waitFor('the clock to pass l2', async () => Date.now(), (t) => t > Date.parse(l2.created_at), 1000, 1);
       l3 = await emitOk(b, { signal_type: 'alert', content: 'l3', to_identity: a.id, tags: ['x', 'y'] }); // read by a: delivered
       l4 = await emitOk(a, { signal_type: 'task', content: 'l4', to_role: 'ops' }); // claimed and acked by a: acked, completed
       l5 = await emitOk(root, { signal_type: 'query', content: 'l5', tags: ['z'] }); // broadcast, acked by b

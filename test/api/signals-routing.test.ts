@@ -8,6 +8,7 @@ import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, listAll } from './support.js';
+import { upload } from '../helpers/blobs.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
@@ -124,6 +125,16 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
         expect(await reached(s.id)).toEqual(['a1', 'a2', 'b1']);
         expect((await root.client.put(`/rings/${ring.id}`, { members: [a2.id, b1.id] })).status).toBe(200);
         expect(await reached(s.id)).toEqual(['a2', 'b1']);
+
+        // fills: an identity that starts filling a role sees the role's earlier signals; one that stops, no longer
+        const role = expectOk(await root.client.post('/roles', { name: 'latecomers' }), 201);
+        const early = await emitOk(root, { signal_type: 'task', content: 'sent before anyone filled it', to_role: 'latecomers' });
+        expect(await reached(early.id)).toEqual([]);
+        const fill = expectOk(await root.client.post('/fills', { identity_id: outsider.id, role_id: role.id }), 201);
+        expect(await reached(early.id)).toEqual(['outsider']);
+        expect(expectOk(await outsider.client.get(`/inbox/identity/${outsider.id}?limit=100`)).signals.map((x: any) => x.id)).toContain(early.id);
+        expectOk(await root.client.del(`/fills/${fill.id}`));
+        expect(await reached(early.id)).toEqual([]);
       });
 
       it('routing by a role survives its rename', async () => {
@@ -134,6 +145,56 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
         expect(await reached(s.id)).toEqual(['outsider']);
         expectError(await root.client.post('/emit', { signal_type: 'pulse', content: 'x', to_role: 'scouts' }), 404, 'SIGNAL_NOT_FOUND', 'to_role');
         expect((await emitOk(root, { signal_type: 'pulse', content: 'renamed', to_role: 'rangers' })).to_role).toBe('rangers');
+      });
+    });
+
+    describe('routing_policy', () => {
+      it('is all by default: every recipient keeps the signal when one of them acknowledges or acks it', async () => {
+        const s = await emitOk(root, { signal_type: 'query', content: 'for everyone in builders', to_role: 'builders' });
+        expect(s.routing_policy).toBe('all');
+        expectOk(await a1.client.post('/inbox/acknowledge', { signal_id: s.id }));
+        expectOk(await a2.client.post('/ack', { signal_id: s.id }));
+        expect(await reached(s.id)).toEqual(['a1', 'a2']);
+        expect((await emitOk(root, { signal_type: 'pulse', content: 'explicit', routing_policy: 'all' })).routing_policy).toBe('all');
+      });
+
+      it('any_one: the first recipient to acknowledge takes it and it leaves the other recipients\' inboxes', async () => {
+        const s = await emitOk(root, { signal_type: 'query', content: 'one builder please', to_role: 'builders', routing_policy: 'any_one' });
+        expect(s.routing_policy).toBe('any_one');
+        expect(await reached(s.id)).toEqual(['a1', 'a2']);
+        // someone it does not reach acting on it takes nothing
+        expectOk(await outsider.client.post('/inbox/acknowledge', { signal_id: s.id }));
+        expect(await reached(s.id)).toEqual(['a1', 'a2']);
+        expectOk(await a2.client.post('/inbox/acknowledge', { signal_id: s.id }));
+        expect(await reached(s.id)).toEqual(['a2']);
+        // the later acknowledgement of the other recipient does not take it back
+        expectOk(await a1.client.post('/inbox/acknowledge', { signal_id: s.id }));
+        expect(await reached(s.id)).toEqual(['a2']);
+        expect(expectOk(await a1.client.get(`/inbox/identity/${a1.id}?limit=100`)).signals.map((x: any) => x.id)).not.toContain(s.id);
+      });
+
+      it('any_one: resolve and ack take it too, for ring and broadcast recipients', async () => {
+        const viaRing = await emitOk(root, { signal_type: 'alert', content: 'one of core', to_ring: 'core', routing_policy: 'any_one' });
+        expectOk(await b1.client.post('/inbox/resolve', { signal_id: viaRing.id }));
+        expect(await reached(viaRing.id)).toEqual([]);
+        expect(expectOk(await root.client.get(`/inbox/identity/${b1.id}?limit=100&include_resolved=true`)).signals.map((x: any) => x.id)).toContain(viaRing.id);
+
+        const broadcast = await emitOk(root, { signal_type: 'query', content: 'anyone at all', routing_policy: 'any_one' });
+        expect(await reached(broadcast.id)).toEqual(['a1', 'a2', 'b1', 'outsider', 'root']);
+        expectOk(await outsider.client.post('/ack', { signal_id: broadcast.id }));
+        expect(await reached(broadcast.id)).toEqual(['outsider']);
+      });
+
+      it('any_one: concurrent acknowledgements by every recipient leave it with exactly one of them', async () => {
+        const s = await emitOk(root, { signal_type: 'query', content: 'race', routing_policy: 'any_one' });
+        await Promise.all(everyone.map(async (m) => expectOk(await m.client.post('/inbox/acknowledge', { signal_id: s.id }))));
+        expect(await reached(s.id)).toHaveLength(1);
+      });
+
+      it('refuses any other value with SIGNAL_EMIT_VALIDATION_FAILED naming routing_policy', async () => {
+        for (const routing_policy of ['first_claim', 'ALL', '', 1]) {
+          expectError(await root.client.post('/emit', { signal_type: 'pulse', content: 'x', routing_policy }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'routing_policy');
+        }
       });
     });
 
@@ -167,12 +228,26 @@ describe.each(BACKENDS)('signal routing on %s', (backend) => {
         expectError(await a1.client.post('/emit', { signal_type: 'pulse', content: 'x', urgency: '0.5' }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'urgency');
       });
 
+      it('appends attachments (deprecated) to resources, in emit, list, inbox and thread', async () => {
+        const artifact = async (name: string) => expectOk(await upload(root.client.url, root.key, '/artifacts/upload', name, { fields: { name }, type: 'text/plain' }), 201).id;
+        const [r1, a1Id, x] = await Promise.all([artifact('r1'), artifact('a1'), artifact('x')]);
+        const s = await emitOk(root, { signal_type: 'artifact', content: 'files', to_identity: a1.id, resources: [{ kind: 'artifact', id: r1 }], attachments: [{ artifact_id: a1Id }] });
+        const want = [{ kind: 'artifact', id: r1 }, { kind: 'artifact', id: a1Id }];
+        expect(s.resources).toEqual(want);
+        expect(s).not.toHaveProperty('attachments');
+        expect((await listAll(root.client)).find((x) => x.id === s.id).resources).toEqual(want);
+        expect(expectOk(await root.client.get(`/inbox/identity/${a1.id}?limit=100`)).signals.find((x: any) => x.id === s.id).resources).toEqual(want);
+        expect(expectOk(await root.client.get(`/thread/${s.id}`)).signals[0].resources).toEqual(want);
+        const only = await emitOk(root, { signal_type: 'artifact', content: 'only attachments', attachments: [x] });
+        expect(only.resources).toEqual([{ kind: 'artifact', id: x }]);
+      });
+
       it('keeps tags, metadata and payload exactly as given, in emit, list, inbox and thread', async () => {
         const tags = ['project:apollo', 'Mixed Case', 'ünïcode', 'x'];
         const metadata = { nested: { deep: [1, 'two', { three: null }] }, flag: false, n: 1.25, empty: {} };
         const payload = { task_type: 'build', steps: [{ name: 'a', ok: true }], blob: 'x'.repeat(300) };
-        const s = await emitOk(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id, resources: [{ uri: 'r://1' }] });
-        expect(s).toMatchObject({ tags, metadata, payload, resources: [{ uri: 'r://1' }] });
+        const s = await emitOk(a1, { signal_type: 'task', content: 'round trip', tags, metadata, payload, to_identity: b1.id });
+        expect(s).toMatchObject({ tags, metadata, payload });
         const listed = (await listAll(root.client)).find((x) => x.id === s.id);
         expect(listed).toMatchObject({ tags, metadata, payload });
         const inbox = (await b1.client.get(`/inbox/identity/${b1.id}?limit=100`)).body.data.signals.find((x: any) => x.id === s.id);

@@ -29,20 +29,7 @@ export function expectError(res: Res, status: number, code: string, field?: stri
   if (field !== undefined) expect(e.details?.field).toBe(field);
 }
 
-/**
- * Polls `probe` every `stepMs` until `done` holds, for at most `timeoutMs`; fails naming what was last seen.
- * Returns the value that satisfied `done`.
- */
-export async function waitFor<T>(what: string, probe: () => Promise<T>, done: (v: T) => boolean, timeoutMs = 5000, stepMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T | undefined;
-  for (;;) {
-    last = await probe();
-    if (done(last)) return last;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last seen: ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}
+export { waitFor } from '../helpers/wait.js';
 
 /** Every signal the client can list, newest first, walking all pages. */
 export async function listAll(client: Client, limit = 100): Promise<any[]> {

@@ -6,10 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openEmbeddedStore } from '../../src/store/embedded.js';
+import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded.js';
 import type { LogEntry, Op, Store } from '../../src/store/port.js';
 import { openRedisStore } from '../../src/store/redis.js';
 import { startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
+import { waitFor } from '../helpers/wait.js';
 
 const RUN = `contract-${process.pid}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 
@@ -86,13 +87,7 @@ const backends: Backend[] = [
   },
 ];
 
-async function waitFor(cond: () => boolean, what: string, ms = 3000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const until = (cond: () => boolean, what: string) => waitFor(what, cond, (ok) => ok, 3000, 5);
 
 const ok = (seqs: number[] = []) => ({ ok: true, seqs });
 
@@ -569,7 +564,7 @@ describe.each(backends)('Store contract: $name', (backend) => {
     ).toEqual(ok([2, 1, 3]));
     await Promise.all(Array.from({ length: 10 }, (_, i) => s.commit([{ op: 'append', log: 'L', entry: { i: 4 + i } }])));
 
-    await waitFor(() => got.length >= 13 && other.length >= 1, '13 entries on L');
+    await until(() => got.length >= 13 && other.length >= 1, '13 entries on L');
     expect(got.map((e) => e.seq)).toEqual(Array.from({ length: 13 }, (_, i) => i + 1));
     expect(got.slice(0, 3)).toEqual([
       { seq: 1, entry: { i: 1 } },
@@ -591,12 +586,12 @@ describe.each(backends)('Store contract: $name', (backend) => {
     const unsubA = await s.subscribe('L', (e) => a.push(e));
     const unsubB = await s.subscribe('L', (e) => b.push(e));
     await s.commit([{ op: 'append', log: 'L', entry: 1 }]);
-    await waitFor(() => a.length === 1 && b.length === 1, 'first entry on both');
+    await until(() => a.length === 1 && b.length === 1, 'first entry on both');
 
     await unsubA();
     await s.commit([{ op: 'append', log: 'L', entry: 2 }]);
     await s.commit([{ op: 'append', log: 'L', entry: 3 }]);
-    await waitFor(() => b.length === 3, 'entries 2 and 3 on b');
+    await until(() => b.length === 3, 'entries 2 and 3 on b');
     expect(a).toEqual([{ seq: 1, entry: 1 }]);
     expect(b.map((e) => e.entry)).toEqual([1, 2, 3]);
 
@@ -605,7 +600,7 @@ describe.each(backends)('Store contract: $name', (backend) => {
     const c: LogEntry[] = [];
     const unsubC = await s.subscribe('L', (e) => c.push(e));
     await s.commit([{ op: 'append', log: 'L', entry: 4 }]);
-    await waitFor(() => c.length === 1, 'entry 4 on c');
+    await until(() => c.length === 1, 'entry 4 on c');
     expect(c).toEqual([{ seq: 4, entry: 4 }]);
     expect(a).toHaveLength(1);
     expect(b).toHaveLength(3);
@@ -667,5 +662,54 @@ describe.each(backends)('Store contract: $name', (backend) => {
     expect(await s.count('ix')).toBe(2);
     await s.releaseTimer(claim);
     expect(await s.nextTimerAt()).toBeUndefined();
+  });
+});
+
+/**
+ * Durability on the embedded backend: every write answers only after lmdb reports its own transaction
+ * flushed to disk. lmdb's `flushed` is read right after the write is queued (the flush of the batch that
+ * write joined); when the write answers, that flush must already have settled. A settled promise wins a
+ * race against the next macrotask; an unsettled one (the answer came before the fdatasync) loses it.
+ * (lmdb-js 3.5 itself resolves a transaction after its fdatasync, so this holds the adapter to lmdb's
+ * documented contract rather than catching today's lmdb out.)
+ */
+describe('embedded store durability', () => {
+  let s: EmbeddedStore;
+  const settled = (p: Promise<unknown>) => Promise.race([p.then(() => true), new Promise<boolean>((r) => setImmediate(() => r(false)))]);
+  /** Runs one write and answers whether lmdb had flushed it by the time it answered. */
+  const flushedWhenAnswered = async (w: () => Promise<unknown>): Promise<boolean> => {
+    const answer = w();
+    const own = new Promise((r) => s.lmdb.flushed.then(r)); // `then` reads lmdb's current flush now, not later
+    await answer;
+    return settled(own);
+  };
+
+  beforeAll(async () => {
+    const dir = await tempDir('store-durable');
+    dirs.push(dir);
+    s = await openEmbeddedStore(dir); // not tracked: the contract's afterEach closes tracked stores
+  });
+  afterAll(async () => {
+    await s.close();
+  });
+
+  it('commit, claimTimers, releaseTimer and trimLog each answer after their transaction is flushed', async () => {
+    for (let i = 0; i < 20; i++) {
+      expect(await flushedWhenAnswered(() => s.commit([{ op: 'put', key: `k${i}`, value: i }, { op: 'append', log: 'L', entry: i }, { op: 'timer', key: `t${i}`, at: i }]))).toBe(true);
+    }
+    let claimed: Awaited<ReturnType<Store['claimTimers']>> = [];
+    expect(await flushedWhenAnswered(async () => (claimed = await s.claimTimers(100, 50, 10)))).toBe(true);
+    expect(claimed).toHaveLength(20);
+    for (const t of claimed) expect(await flushedWhenAnswered(() => s.releaseTimer(t))).toBe(true);
+    expect(await s.nextTimerAt()).toBeUndefined();
+    expect(await flushedWhenAnswered(() => s.trimLog('L', 11, 100))).toBe(true);
+    expect(await s.logStart('L')).toBe(11);
+  });
+
+  it('200 concurrent commits each answer after their own flush', async () => {
+    const n = 200;
+    const answers = Array.from({ length: n }, (_, i) => flushedWhenAnswered(() => s.commit([{ op: 'put', key: `c${i}`, value: i }, { op: 'append', log: 'C', entry: i }])));
+    expect(await Promise.all(answers)).toEqual(Array(n).fill(true));
+    expect(await s.lastSeq('C')).toBe(n);
   });
 });

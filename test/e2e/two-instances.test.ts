@@ -1,27 +1,30 @@
 /**
  * Two service processes on one Redis (same REDIS_PREFIX) are one service: an identity made through one works
- * on the other, and 20 concurrent claims of one task split across both instances have exactly one winner.
+ * on the other, 20 concurrent claims of one task split across both instances have exactly one winner, and
+ * 200 concurrent replies to one thread split across both get distinct, gapless sequence numbers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
-import { expectError, findSignal } from '../api/support.js';
+import { expectError, expectOk, findSignal } from '../api/support.js';
 
 describe('two instances on one Redis', () => {
   const servers = serversOn('redis');
   let a: ChildServer | undefined;
   let b: ChildServer | undefined;
+  /** the admin, bootstrapped through instance a */
+  let root: Member;
 
   beforeAll(async () => {
     const env = await servers.env({ TASK_LEASE_MS: '60000' });
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    root = await bootstrap(a.url);
   });
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
   it('20 concurrent claims split across both instances: exactly one winner, seen by both', async () => {
-    const root = await bootstrap(a!.url);
     // the bootstrap is shared: instance b refuses a second bootstrap and accepts a's admin key
     expectError(await new Client(b!.url).post('/invite/create', { name: 'late-root', type: 'human' }), 401, 'AUTH_KEY_MISSING');
     const rootOnB = new Client(b!.url, root.key);
@@ -52,4 +55,18 @@ describe('two instances on one Redis', () => {
     expectError(await new Client(a!.url, loser.key).post('/claim', { signal_id: id }), 409, 'SIGNAL_CLAIM_CONFLICT');
     expectError(await new Client(b!.url, loser.key).post('/claim', { signal_id: id }), 409, 'SIGNAL_CLAIM_CONFLICT');
   });
+
+  it('200 concurrent replies to one thread split across both instances: all succeed, sequences 1..200 without gaps', async () => {
+    const rootOnA = new Client(a!.url, (await join(root.client, 'replier')).key);
+    const rootOnB = new Client(b!.url, rootOnA.key);
+    const top = await rootOnA.post('/emit', { signal_type: 'proposal', content: 'thread across instances' });
+    expect(top.status).toBe(201);
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? rootOnA : rootOnB).post('/emit', { signal_type: 'pulse', content: `r${i}`, parent_id: top.body.data.id })));
+    expect(results.filter((r) => r.status !== 201).map((r) => r.body)).toEqual([]);
+    expect(results.map((r) => r.body.data.sequence).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
+    for (const c of [rootOnA, rootOnB]) {
+      const thread = expectOk(await c.get(`/thread/${top.body.data.id}`)).signals;
+      expect(thread.map((s: any) => s.sequence)).toEqual(Array.from({ length: 201 }, (_, i) => i));
+    }
+  }, 60_000);
 });

@@ -7,17 +7,11 @@ import { createServer, connect, type AddressInfo, type Server, type Socket } fro
 import { EventSource } from 'eventsource';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
+import { waitFor as poll } from './wait.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Polls `predicate` until it holds, for at most `ms`; fails with `what` (and its current description). */
+/** The one wait (`test/helpers/wait.ts`) in the form the push tests call it: a predicate, a limit, what it waits for. */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, ms = 5000, what: string | (() => string) = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await predicate()) return;
-    if (Date.now() >= deadline) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'string' ? what : what()}`);
-    await sleep(10);
-  }
+  await poll(what, predicate, (ok) => ok, ms, 10);
 }
 
 /** Waits until `seen()` holds every id in `ids`; fails naming how many are missing. */
@@ -227,17 +221,19 @@ export class SseStream {
   private constructor(
     readonly es: EventSource,
     readonly label: string,
+    types: string[],
   ) {
-    for (const type of ['signal', 'signal.updated']) {
+    for (const type of types) {
       es.addEventListener(type, (ev: MessageEvent) => this.events.push({ type, id: ev.lastEventId, signal: JSON.parse(ev.data) }));
     }
     es.addEventListener('error', () => this.errors++);
     es.addEventListener('open', () => this.opens++);
   }
 
-  static async open(httpUrl: string, params: Record<string, string>, label = 'stream'): Promise<SseStream> {
+  /** `types`: the event names to collect (each event's data lands in `signal`, whatever its subject). */
+  static async open(httpUrl: string, params: Record<string, string>, label = 'stream', types = ['signal', 'signal.updated']): Promise<SseStream> {
     const es = new EventSource(`${httpUrl}/signals/stream?${new URLSearchParams(params)}`);
-    const s = new SseStream(es, label);
+    const s = new SseStream(es, label, types);
     await waitFor(() => s.opens > 0 || es.readyState === EventSource.CLOSED, 5000, `${label}: stream open`);
     if (s.opens === 0) throw new Error(`${label}: stream did not open`);
     return s;

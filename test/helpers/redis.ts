@@ -7,7 +7,7 @@ import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { delimiter, join, resolve } from 'node:path';
 
 const NOT_FOUND = 'redis-server not found on PATH: install it (apt-get install redis-server); Redis-backed tests are never skipped';
 
@@ -88,13 +88,21 @@ export function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
-async function startOnce(bin: string): Promise<RedisServer | { retry: string }> {
+/** The RediSearch module built for this machine's redis-server (see ../shared/redis-modules/README.md). */
+export const REDISEARCH_MODULE = resolve(import.meta.dirname, '../../../shared/redis-modules/redisearch.so');
+
+export interface RedisOptions {
+  /** extra redis-server arguments, e.g. `['--loadmodule', REDISEARCH_MODULE]` */
+  args?: string[];
+}
+
+async function startOnce(bin: string, extra: string[]): Promise<RedisServer | { retry: string }> {
   const port = await freePort();
   if (port === 6379) return { retry: 'got port 6379' };
   const dir = await tempDir('redis-test');
   const child = spawn(
     bin,
-    ['--save', '', '--appendonly', 'no', '--bind', '127.0.0.1', '--port', String(port), '--dir', dir],
+    ['--save', '', '--appendonly', 'no', '--bind', '127.0.0.1', '--port', String(port), '--dir', dir, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let output = '';
@@ -142,12 +150,12 @@ async function startOnce(bin: string): Promise<RedisServer | { retry: string }> 
 }
 
 /** Starts a private redis-server on a free port with persistence off; `stop()` kills it and removes its dir. */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> {
   const bin = findOnPath('redis-server');
   if (!bin) throw new Error(NOT_FOUND);
   let last = '';
   for (let attempt = 0; attempt < 5; attempt++) {
-    const r = await startOnce(bin);
+    const r = await startOnce(bin, opts.args ?? []);
     if (!('retry' in r)) return r;
     last = r.retry;
   }

@@ -9,7 +9,7 @@ import { afterAll, beforeAll } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { startRedis, tempDir } from './redis.js';
+import { startRedis, tempDir, type RedisOptions } from './redis.js';
 
 export type Backend = 'embedded' | 'redis';
 export const BACKENDS: Backend[] = ['embedded', 'redis'];
@@ -23,7 +23,7 @@ export interface BackendEnv {
 }
 
 /** One per test file and backend: temp data dirs (removed by `stop()`), or a redis-server started for this file. */
-export async function backendEnv(backend: Backend): Promise<BackendEnv> {
+export async function backendEnv(backend: Backend, redisOptions?: RedisOptions): Promise<BackendEnv> {
   if (backend === 'embedded') {
     const dirs: string[] = [];
     return {
@@ -38,7 +38,7 @@ export async function backendEnv(backend: Backend): Promise<BackendEnv> {
       },
     };
   }
-  const redis = await startRedis();
+  const redis = await startRedis(redisOptions);
   return {
     backend,
     env: async (extra = {}) => ({ REDIS_URL: redis.url, REDIS_PREFIX: 't' + randomBytes(6).toString('hex'), ...extra }),
@@ -66,11 +66,11 @@ export interface Started extends Service {
  * backend, which removes the data dirs. Hooks a describe registers after it run inside it: before hooks after
  * its beforeAll, after hooks before its afterAll.
  */
-export function serversOn(backend: Backend): Servers {
+export function serversOn(backend: Backend, redisOptions?: RedisOptions): Servers {
   let be: BackendEnv | undefined;
   const started: Started[] = [];
   beforeAll(async () => {
-    be = await backendEnv(backend);
+    be = await backendEnv(backend, redisOptions);
   });
   afterAll(async () => {
     try {
@@ -99,8 +99,11 @@ export function serversOn(backend: Backend): Servers {
   };
 }
 
+/** Tests burst past the production default of 600 requests a minute; rate-limit tests set RATE_LIMIT_DEFAULT themselves. */
+const TEST_DEFAULTS = { PORT: '0', HOST: '127.0.0.1', TIMER_POLL_MS: '20', RATE_LIMIT_DEFAULT: '0' };
+
 export async function startServer(env: Record<string, string>): Promise<Service> {
-  const config = readConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', TIMER_POLL_MS: '20', ...env });
+  const config = readConfig({ ...TEST_DEFAULTS, LOG_LEVEL: 'silent', ...env });
   return startService(config, createLogger(config.logLevel));
 }
 
@@ -117,17 +120,23 @@ export interface ChildServer {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
+const START_TIMEOUT_MS = 60_000;
+
 /** The service as its own process, exactly as `npm start` runs it. */
 export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: childEnv({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', TIMER_POLL_MS: '20', ...env }),
+    env: childEnv({ ...TEST_DEFAULTS, LOG_LEVEL: 'info', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
   proc.stderr!.on('data', (d) => (stderr += d));
   const port = await new Promise<number>((resolve, reject) => {
     let buf = '';
-    const timer = setTimeout(() => reject(new Error(`server did not start in 20 s: ${stderr}`)), 20_000);
+    // generous: a loaded 2-core machine starts a tsx process slowly; a child that never came up is killed, not leaked
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`server did not start in ${START_TIMEOUT_MS / 1000} s: ${stderr}`));
+    }, START_TIMEOUT_MS);
     proc.stdout!.on('data', (d) => {
       buf += d;
       const m = /"port":(\d+).*"msg":"service listening"/.exec(buf);

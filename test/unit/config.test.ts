@@ -7,14 +7,33 @@ import { childEnv } from '../helpers/server.js';
 describe('config', () => {
   it('has the documented defaults', () => {
     const c = readConfig({});
-    expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false });
+    expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false, dbConnectTimeoutMs: 2000, dbQueryTimeoutMs: 5000 });
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
+    expect(c).toMatchObject({ siweNonceTtlMs: 300_000, siweSessionTtlMs: 86_400_000, authRequestEnabled: false, rateLimitDefault: 600, registryRpcUrl: undefined, registryAddress: undefined, registryTimeoutMs: 5000 });
+  });
+
+  it('reads the identity settings', () => {
+    const registryAddress = '0x000000000000000000000000000000000000dEaD';
+    const c = readConfig({ SIWE_NONCE_TTL_MS: '100', SIWE_SESSION_TTL_MS: '2000', AUTH_REQUEST_ENABLED: 'true', RATE_LIMIT_DEFAULT: '0', REGISTRY_RPC_URL: 'http://chain:8545', REGISTRY_ADDRESS: registryAddress, REGISTRY_TIMEOUT_MS: '50' });
+    expect(c).toMatchObject({ siweNonceTtlMs: 100, siweSessionTtlMs: 2000, authRequestEnabled: true, rateLimitDefault: 0, registryRpcUrl: 'http://chain:8545', registryAddress, registryTimeoutMs: 50 });
   });
 
   it('reads every variable', () => {
-    const c = readConfig({ PORT: '8080', HOST: '127.0.0.1', BASE_URL: 'https://hub.example/', DATA_DIR: '/tmp/x', REDIS_URL: 'redis://h:1', TASK_LEASE_MS: '1000', MAX_DELIVERY_ATTEMPTS: '2', LOG_LEVEL: 'warn', STRICT_SIGNAL_TYPES: 'true' });
-    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true });
+    const c = readConfig({ PORT: '8080', HOST: '127.0.0.1', BASE_URL: 'https://hub.example/', DATA_DIR: '/tmp/x', REDIS_URL: 'redis://h:1', TASK_LEASE_MS: '1000', MAX_DELIVERY_ATTEMPTS: '2', LOG_LEVEL: 'warn', STRICT_SIGNAL_TYPES: 'true', DB_CONNECT_TIMEOUT_MS: '750', DB_QUERY_TIMEOUT_MS: '1500' });
+    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true, dbConnectTimeoutMs: 750, dbQueryTimeoutMs: 1500 });
+  });
+
+  it('blobs: files under DATA_DIR unless S3_ENDPOINT is set; then S3 with its settings', () => {
+    expect(readConfig({})).toMatchObject({ maxUploadBytes: 100 * 1024 * 1024, s3: undefined });
+    expect(readConfig({ MAX_UPLOAD_BYTES: '2048' }).maxUploadBytes).toBe(2048);
+    const s3 = { S3_ENDPOINT: 'http://minio:9000', S3_ACCESS_KEY: 'ak', S3_SECRET_KEY: 'sk' };
+    expect(readConfig(s3).s3).toEqual({ endpoint: 'http://minio:9000', accessKey: 'ak', secretKey: 'sk', bucket: 'svc-blobs', region: 'us-east-1', useSSL: false });
+    expect(readConfig({ ...s3, S3_BUCKET: 'team-files', S3_REGION: 'eu-west-1', S3_USE_SSL: 'true' }).s3).toMatchObject({ bucket: 'team-files', region: 'eu-west-1', useSSL: true });
+    expect(() => readConfig({ S3_ENDPOINT: 'http://minio:9000', S3_ACCESS_KEY: 'ak' })).toThrow(/^S3_SECRET_KEY is required/);
+    expect(() => readConfig({ S3_ENDPOINT: 'http://minio:9000', S3_SECRET_KEY: 'sk' })).toThrow(/^S3_ACCESS_KEY is required/);
+    expect(() => readConfig({ ...s3, S3_BUCKET: 'Bad_Bucket' })).toThrow(/^S3_BUCKET must be a valid bucket name/);
+    expect(() => readConfig({ ...s3, S3_USE_SSL: 'yes' })).toThrow(/^S3_USE_SSL must be true or false/);
   });
 
   it.each([
@@ -28,6 +47,19 @@ describe('config', () => {
     ['BASE_URL', 'not a url'],
     ['STRICT_SIGNAL_TYPES', 'maybe'],
     ['BODY_LIMIT_BYTES', 'big'],
+    ['DB_CONNECT_TIMEOUT_MS', '0'],
+    ['DB_CONNECT_TIMEOUT_MS', 'soon'],
+    ['DB_QUERY_TIMEOUT_MS', '-5'],
+    ['DB_QUERY_TIMEOUT_MS', '2.5'],
+    ['DB_QUERY_TIMEOUT_MS', '600001'],
+    ['MAX_UPLOAD_BYTES', '0'],
+    ['SIWE_NONCE_TTL_MS', '0'],
+    ['SIWE_SESSION_TTL_MS', 'day'],
+    ['AUTH_REQUEST_ENABLED', 'yes'],
+    ['RATE_LIMIT_DEFAULT', '-1'],
+    ['REGISTRY_RPC_URL', 'ftp://chain'],
+    ['REGISTRY_RPC_URL', 'http://chain:8545'],
+    ['REGISTRY_ADDRESS', '0x1234'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     expect(() => readConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => readConfig({ [name]: value })).toThrow(new RegExp(`^${name} `));

@@ -1,0 +1,94 @@
+/**
+ * Namespace ACL. `agent:{id}`: only that identity; `role:{name}`: the role's fillers; `ring:{name}`: the
+ * ring's members; `org`: every member. A share adds read access for its grantee. A key's
+ * `permissions.memory_scopes` (exact names or `prefix:*`) narrows all of it further.
+ */
+import { AppError } from '../errors.js';
+import type { Principal } from '../identity/model.js';
+import type { Org } from '../org/service.js';
+
+export type Namespace = { kind: 'org' } | { kind: 'agent' | 'role' | 'ring'; name: string };
+
+export function parseNamespace(ns: string): Namespace | undefined {
+  if (ns === 'org') return { kind: 'org' };
+  const m = /^(agent|role|ring):(.+)$/.exec(ns);
+  return m ? { kind: m[1] as 'agent' | 'role' | 'ring', name: m[2] } : undefined;
+}
+
+/** Role and ring names are case-insensitive: their namespaces are stored lower-cased. */
+export function canonicalNamespace(ns: string): string {
+  const n = parseNamespace(ns);
+  if (!n) throw new AppError('MEMORY_VALIDATION_FAILED', 'namespace must be org, agent:{id}, role:{name} or ring:{name}', { field: 'namespace', reason: 'format' });
+  return n.kind === 'role' || n.kind === 'ring' ? `${n.kind}:${n.name.toLowerCase()}` : ns;
+}
+
+export const inScopes = (scopes: string[], ns: string) => !scopes.length || scopes.some((s) => (s.endsWith('*') ? ns.startsWith(s.slice(0, -1)) : s === ns));
+
+export interface Grants {
+  /** namespaces shared with this principal (read only) */
+  sharedWith(p: Principal, places: Places): Promise<string[]>;
+}
+
+export interface Places {
+  roleIds: string[];
+  ringIds: string[];
+  /** lower-cased names */
+  roles: Set<string>;
+  rings: Set<string>;
+}
+
+export class Acl {
+  constructor(
+    private org: Org,
+    private grants?: Grants,
+  ) {}
+
+  async places(p: Principal): Promise<Places> {
+    const { roles, rings } = await this.org.placesOf(p.identity.id);
+    const [r, g] = await Promise.all([
+      Promise.all(roles.map((id) => this.org.role(id).then((x) => x.name.toLowerCase(), () => undefined))),
+      Promise.all(rings.map((id) => this.org.ring(id).then((x) => x.name.toLowerCase(), () => undefined))),
+    ]);
+    return { roleIds: roles, ringIds: rings, roles: new Set(r.filter((x): x is string => !!x)), rings: new Set(g.filter((x): x is string => !!x)) };
+  }
+
+  /** Namespaces the principal owns a part of: it may write there. */
+  owns(p: Principal, places: Places, ns: string): boolean {
+    const n = parseNamespace(ns);
+    if (!n) return false;
+    if (n.kind === 'org') return true;
+    if (n.kind === 'agent') return n.name === p.identity.id;
+    return (n.kind === 'role' ? places.roles : places.rings).has(n.name.toLowerCase());
+  }
+
+  async canRead(p: Principal, ns: string, places?: Places): Promise<boolean> {
+    if (!inScopes(p.key.permissions.memory_scopes, ns)) return false;
+    const pl = places ?? (await this.places(p));
+    return this.owns(p, pl, ns) || (await this.grants?.sharedWith(p, pl))?.includes(ns) === true;
+  }
+
+  async canWrite(p: Principal, ns: string): Promise<boolean> {
+    return inScopes(p.key.permissions.memory_scopes, ns) && this.owns(p, await this.places(p), ns);
+  }
+
+  /** The canonical namespace, or MEMORY_NAMESPACE_DENIED. */
+  async assertRead(p: Principal, raw: string): Promise<string> {
+    const ns = canonicalNamespace(raw);
+    if (!(await this.canRead(p, ns))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No read access to namespace ${ns}`, { namespace: ns });
+    return ns;
+  }
+
+  async assertWrite(p: Principal, raw: string): Promise<string> {
+    const ns = canonicalNamespace(raw);
+    if (!(await this.canWrite(p, ns))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${ns}`, { namespace: ns });
+    return ns;
+  }
+
+  /** Every namespace the principal may read, for reads across namespaces (recall). */
+  async readable(p: Principal): Promise<string[]> {
+    const pl = await this.places(p);
+    const own = ['org', `agent:${p.identity.id}`, ...[...pl.roles].map((r) => `role:${r}`), ...[...pl.rings].map((r) => `ring:${r}`)];
+    const shared = (await this.grants?.sharedWith(p, pl)) ?? [];
+    return [...new Set([...own, ...shared])].filter((ns) => inScopes(p.key.permissions.memory_scopes, ns));
+  }
+}

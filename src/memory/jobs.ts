@@ -1,0 +1,209 @@
+/**
+ * Runs memory jobs (job actors, `actors/memory-job.ts`) in batches. A worker CLAIMs a running job whose
+ * lease is over, then each batch's PROGRESS moves the cursor and extends the lease, so after a restart
+ * (or in another instance) the job resumes where its last committed batch left it. A clean stop RELEASEs
+ * the lease at once; a crash leaves it to run out (LEASE_MS). Export lines are written as chunk records
+ * keyed by batch number before that batch's PROGRESS, so a batch redone after a crash rewrites the same chunk.
+ */
+import Type from 'typebox';
+import type { JobContext, JobKind } from '../../actors/memory-job.js';
+import { iso, now } from '../clock.js';
+import { AppError, isAppError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { Principal } from '../identity/model.js';
+import type { Logger } from '../log.js';
+import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import { compile } from '../validation.js';
+import { canonicalNamespace } from './acl.js';
+import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
+import { memoryIndexes, MEMORY_TYPES } from './model.js';
+import type { ImportedMemory, Memories } from './service.js';
+
+const LEASE_MS = 15_000;
+const POLL_MS = 1000;
+const BATCH = 100;
+
+const chunkKey = (jobId: string, step: number) => `memory-export:${jobId}:${step}`;
+
+const Str = Type.String({ minLength: 1 });
+const ImportLine = compile(
+  Type.Object({
+    id: Type.Optional(Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$' })),
+    namespace: Str,
+    content: Str,
+    memory_type: Type.Optional(Type.Union([...MEMORY_TYPES.map((t) => Type.Literal(t)), Type.Null()])),
+    owner: Type.Optional(Str),
+    entity: Type.Optional(Type.Union([Str, Type.Null()])),
+    category: Type.Optional(Type.Union([Str, Type.Null()])),
+    tags: Type.Optional(Type.Array(Str)),
+    confidence: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),
+    source: Type.Optional(Type.Union([Str, Type.Null()])),
+    metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    source_org: Type.Optional(Type.Union([Str, Type.Null()])),
+    source_claw: Type.Optional(Type.Union([Str, Type.Null()])),
+    expires_at: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
+    created_at: Type.Optional(Type.String({ format: 'date-time' })),
+    updated_at: Type.Optional(Type.String({ format: 'date-time' })),
+    version: Type.Optional(Type.Integer({ minimum: 1 })),
+    embedding: Type.Optional(Type.Array(Type.Number())),
+  }),
+);
+
+interface Step {
+  done: boolean;
+  cursor: string | null;
+  processed: number;
+  counts: Record<string, number>;
+  errors: { line: number; error: string }[];
+}
+
+export class Jobs {
+  private local = new Map<string, Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+
+  constructor(
+    private rt: Runtime,
+    private memories: Memories,
+    private log: Logger,
+  ) {}
+
+  async create(p: Principal, kind: JobKind, params: { namespace?: string; ndjson?: string }): Promise<ReturnType<typeof jobView>> {
+    const namespace = params.namespace !== undefined ? canonicalNamespace(params.namespace) : null;
+    const store = this.rt.store;
+    const total =
+      kind === 'import'
+        ? (params.ndjson ?? '').split('\n').filter((l) => l.trim()).length
+        : await store.count(namespace !== null ? memoryIndexes.byNamespace(namespace) : memoryIndexes.all);
+    const t = iso();
+    const id = newId();
+    const record: ActorRecord<JobContext> = {
+      value: 'running',
+      context: {
+        id, kind, params: { namespace, ...(kind === 'import' ? { ndjson: params.ndjson ?? '' } : {}) }, cursor: null, step: 0, processed: 0, total,
+        counts: {}, errors: [], result: null, lease_until: 0, created_by: p.identity.id, created_at: t, updated_at: t,
+      },
+    };
+    await store.commit(this.rt.createOps(MEMORY_JOB, id, record));
+    void this.poll();
+    return jobView(record);
+  }
+
+  /** The job of this kind, with an export's NDJSON once it is complete; MEMORY_NOT_FOUND otherwise. */
+  async get(kind: JobKind, id: string) {
+    const r = (await this.rt.load<JobContext>(MEMORY_JOB, id))?.value;
+    if (!r || r.context.kind !== kind) throw new AppError('MEMORY_NOT_FOUND', `No ${kind} job ${id}`, { id });
+    const view = jobView(r);
+    if (kind !== 'export' || r.value !== 'completed') return view;
+    const chunks = await this.rt.store.getMany<{ lines: string[] }>(Array.from({ length: r.context.step }, (_, i) => chunkKey(id, i)));
+    const lines = chunks.flatMap((c) => c?.value.lines ?? []);
+    return { ...view, result: { ...view.result, ndjson: lines.map((l) => l + '\n').join('') } };
+  }
+
+  async countsByState(): Promise<Record<string, number>> {
+    const states = ['running', 'completed', 'failed'];
+    const n = await Promise.all(states.map((s) => this.rt.store.count(jobIndexes.byState(s))));
+    return Object.fromEntries(states.map((s, i) => [s, n[i]]));
+  }
+
+  start(): void {
+    const tick = async () => {
+      await this.poll();
+      if (!this.stopped) this.timer = setTimeout(tick, POLL_MS);
+    };
+    this.timer = setTimeout(tick, 0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await Promise.allSettled([...this.local.values()]);
+  }
+
+  private async poll(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const ids = await this.rt.store.range(jobIndexes.byState('running'), { limit: 100 });
+      for (const id of ids) {
+        if (this.local.has(id)) continue;
+        const claimed = await this.rt.send(MEMORY_JOB, id, { type: 'CLAIM', lease_until: now() + LEASE_MS }, { quiet: true });
+        if (!claimed) continue;
+        const run = this.run(id).finally(() => this.local.delete(id));
+        this.local.set(id, run);
+      }
+    } catch (e) {
+      this.log.warn({ err: e }, 'memory job poll failed');
+    }
+  }
+
+  private async run(id: string): Promise<void> {
+    for (;;) {
+      const r = (await this.rt.load<JobContext>(MEMORY_JOB, id))?.value;
+      if (!r || r.value !== 'running') return;
+      if (this.stopped) {
+        await this.rt.send(MEMORY_JOB, id, { type: 'RELEASE' }, { quiet: true });
+        return;
+      }
+      let step: Step;
+      try {
+        step = await this.step(r.context);
+      } catch (e) {
+        this.log.warn({ err: e, job: id }, 'memory job failed');
+        await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: isAppError(e) ? `${e.code}: ${e.message}` : String((e as Error).message) }, { quiet: true });
+        return;
+      }
+      if (step.done) {
+        const c = r.context;
+        await this.rt.send(MEMORY_JOB, id, { type: 'COMPLETE', result: { ...c.counts, ...(c.kind === 'export' ? { lines: c.counts.exported ?? 0 } : {}) } }, { quiet: true });
+        return;
+      }
+      await this.rt.send(MEMORY_JOB, id, { type: 'PROGRESS', lease_until: now() + LEASE_MS, ...step }, { quiet: true });
+    }
+  }
+
+  private async step(c: JobContext): Promise<Step> {
+    const ns = c.params.namespace;
+    if (c.kind === 'import') return this.importStep(c);
+    const index = ns !== null ? memoryIndexes.byNamespace(ns) : memoryIndexes.all;
+    const ids = await this.rt.store.range(index, { gt: c.cursor ?? undefined, limit: BATCH });
+    const base = { done: !ids.length, cursor: ids.length ? ids[ids.length - 1] : c.cursor, processed: ids.length, errors: [] };
+    if (!ids.length) return { ...base, counts: {} };
+    if (c.kind === 're-embed') return { ...base, counts: { reembedded: await this.memories.reembed(ids, ns) } };
+    const lines = await this.memories.exportLines(ids);
+    await this.rt.store.commit([{ op: 'put', key: chunkKey(c.id, c.step), value: { lines } }]);
+    return { ...base, counts: { exported: lines.length } };
+  }
+
+  private async importStep(c: JobContext): Promise<Step> {
+    const lines = (c.params.ndjson ?? '').split('\n');
+    const start = c.cursor === null ? 0 : Number(c.cursor);
+    if (start >= lines.length) return { done: true, cursor: c.cursor, processed: 0, counts: {}, errors: [] };
+    const end = Math.min(lines.length, start + BATCH);
+    const counts = { imported: 0, skipped: 0, failed: 0 };
+    const errors: Step['errors'] = [];
+    let processed = 0;
+    for (let i = start; i < end; i++) {
+      const text = lines[i].trim();
+      if (!text) continue;
+      processed++;
+      try {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          throw new AppError('MEMORY_VALIDATION_FAILED', 'not JSON');
+        }
+        if (!ImportLine.check(parsed)) {
+          const first = ImportLine.errors(parsed)[0];
+          throw new AppError('MEMORY_VALIDATION_FAILED', `${first?.instancePath || first?.params?.requiredProperties || 'line'}: ${first?.message ?? 'invalid'}`);
+        }
+        counts[await this.memories.importOne(parsed as ImportedMemory, c.created_by)]++;
+      } catch (e) {
+        if (!isAppError(e) || e.code === 'EMBEDDING_PROVIDER_ERROR') throw e;
+        counts.failed++;
+        errors.push({ line: i + 1, error: `${e.code}: ${e.message}` });
+      }
+    }
+    return { done: false, cursor: String(end), processed, counts, errors };
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * Memory jobs and stats over real HTTP on both backends: export → import round trip equal (bad lines
+ * reported, good lines kept, idempotent by id), re-embed after a provider change, a job interrupted by a
+ * restart resumes from its last batch and completes, unknown jobs, and GET /memory/stats.
+ */
+import { describe, expect, it } from 'vitest';
+import { bootstrap, Client, join } from '../helpers/client.js';
+import { REDISEARCH_MODULE } from '../helpers/redis.js';
+import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
+import { expectError, expectOk, waitFor } from './support.js';
+import { MEMORY_JOB } from '../../src/memory/job-kind.js';
+
+const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+
+async function finished(c: Client, kind: string, id: string) {
+  const r = await waitFor(`${kind} job ${id}`, () => c.get(`/memory/admin/${kind}/${id}`), (r) => r.status === 200 && r.body.data.state !== 'running', 15_000, 50);
+  return r.body.data;
+}
+
+const listAll = async (c: Client, ns: string) => expectOk(await c.get(`/memory/list?namespace=${ns}&limit=100`)).memories;
+
+describe.each(BACKENDS)('memory jobs on %s', (backend) => {
+  const servers = serversOn(backend, { args: ['--loadmodule', REDISEARCH_MODULE] });
+
+  it('export → import round trip is equal; bad lines are reported, good ones kept, ids imported once', async () => {
+    const a = await servers.start();
+    const rootA = await bootstrap(a.url);
+    const alice = await join(rootA.client, 'alice');
+    const made = [];
+    for (let i = 0; i < 5; i++) made.push(expectOk(await alice.client.post('/memory/store', { namespace: 'org', content: `exported fact number ${i} about ${['owls', 'maps', 'tea', 'kites', 'jazz'][i]}`, entity: i % 2 ? 'odd' : 'even', tags: ['x'], metadata: { i }, confidence: 0.5, memory_type: 'fact' }), 201));
+    expectOk(await alice.client.post('/memory/forget', { id: made[4].id }));
+    expectOk(await alice.client.patch(`/memory/${made[0].id}`, { content: 'exported fact number 0 about owls, revised' }));
+    expectOk(await alice.client.post('/memory/store', { namespace: `agent:${alice.id}`, content: 'not in the org export' }), 201);
+
+    expectError(await alice.client.post('/memory/admin/export', { namespace: 'org' }), 403, 'AUTH_ADMIN_REQUIRED');
+    const job = expectOk(await rootA.client.post('/memory/admin/export', { namespace: 'org' }), 202);
+    expect(job).toMatchObject({ kind: 'export', state: 'running', namespace: 'org', progress: { processed: 0, total: 4 } });
+    const done = await finished(rootA.client, 'export', job.id);
+    expect(done).toMatchObject({ state: 'completed', progress: { processed: 4, total: 4 }, result: { exported: 4, lines: 4 } });
+    const lines = done.result.ndjson.trim().split('\n').map((l: string) => JSON.parse(l));
+    expect(lines.map((l: any) => l.id).sort()).toEqual(made.slice(0, 4).map((m) => m.id).sort());
+    expect(lines.every((l: any) => l.embedding.length === 384)).toBe(true);
+
+    const b = await servers.start();
+    const rootB = await bootstrap(b.url);
+    const ndjson = [done.result.ndjson.trim(), '{"namespace":"org"}', 'not json', lines[1] && JSON.stringify(lines[1]), JSON.stringify({ namespace: 'org', content: 'a brand new line without id' })].join('\n');
+    const imp = expectOk(await rootB.client.post('/memory/admin/import', { ndjson }), 202);
+    expect(imp.progress.total).toBe(8);
+    const idone = await finished(rootB.client, 'import', imp.id);
+    expect(idone).toMatchObject({ state: 'completed', counts: { imported: 5, skipped: 1, failed: 2 }, result: { imported: 5, skipped: 1, failed: 2 } });
+    expect(idone.errors.map((e: any) => e.line)).toEqual([5, 6]);
+    expect(idone.errors[0].error).toMatch(/^MEMORY_VALIDATION_FAILED/);
+
+    const strip = (ms: any[]) => ms.filter((m) => m.content !== 'a brand new line without id');
+    expect(strip(await listAll(rootB.client, 'org'))).toEqual(await listAll(alice.client, 'org'));
+    // imported memories are searchable
+    expect(expectOk(await rootB.client.post('/memory/query', { namespace: 'org', query: 'owls revised' })).memories[0].id).toBe(made[0].id);
+    // importing the same lines again changes nothing
+    const again = await finished(rootB.client, 'import', expectOk(await rootB.client.post('/memory/admin/import', { ndjson: done.result.ndjson }), 202).id);
+    expect(again.counts).toEqual({ imported: 0, skipped: 4, failed: 0 });
+    expectError(await rootB.client.get(`/memory/admin/export/${imp.id}`), 404, 'MEMORY_NOT_FOUND');
+    expectError(await rootB.client.get(`/memory/admin/import/${UNKNOWN}`), 404, 'MEMORY_NOT_FOUND');
+    expectError(await rootB.client.post('/memory/admin/import', {}), 400, 'MEMORY_VALIDATION_FAILED', 'ndjson');
+
+    const stats = expectOk(await rootB.client.get('/memory/stats'));
+    expect(stats).toMatchObject({ namespaces: [{ namespace: 'org', count: 5 }], total: 5, embedding: { provider: 'hash', dim: 384, backlog: { reembed: 0, unindexed: 0 } }, index: { kind: backend === 'redis' ? 'redisearch' : 'hnsw', size: 5 } });
+    expect(stats.jobs).toEqual({ running: 0, completed: 2, failed: 0 });
+  });
+
+  it('GET /memory/stats shows a member only the namespaces it may read', async () => {
+    const s = await servers.start();
+    const root = await bootstrap(s.url);
+    const [ann, ben] = await Promise.all([join(root.client, 'ann'), join(root.client, 'ben')]);
+    expectOk(await ann.client.post('/memory/store', { namespace: `agent:${ann.id}`, content: 'ann private' }), 201);
+    expectOk(await ben.client.post('/memory/store', { namespace: 'org', content: 'shared by all' }), 201);
+    expect(expectOk(await ben.client.get('/memory/stats'))).toMatchObject({ namespaces: [{ namespace: 'org', count: 1 }], total: 1 });
+    expect(expectOk(await ann.client.get('/memory/stats')).total).toBe(2);
+    expect(expectOk(await root.client.get('/memory/stats')).total).toBe(2);
+  });
+
+  it('re-embed after a provider change embeds the memories the old provider could not', async () => {
+    const s1 = await servers.start({ EMBEDDING_PROVIDER: 'none' });
+    const root = await bootstrap(s1.url);
+    for (const c of ['glaciers carve fjords', 'volcanoes build islands', 'rivers cut canyons']) expectOk(await root.client.post('/memory/store', { namespace: 'org', content: c }), 201);
+    await s1.close();
+    const s2 = await startServer({ ...s1.env, EMBEDDING_PROVIDER: 'hash' });
+    try {
+      const c = new Client(s2.url, root.key);
+      expect(expectOk(await c.get('/memory/stats')).embedding).toMatchObject({ provider: 'hash', model: 'hash-384', backlog: { reembed: 3, unindexed: 0 } });
+      expect(expectOk(await c.post('/memory/query', { namespace: 'org', query: 'volcanoes', mode: 'semantic' })).memories).toEqual([]);
+      const job = expectOk(await c.post('/memory/admin/re-embed', {}), 202);
+      const done = await finished(c, 're-embed', job.id);
+      expect(done).toMatchObject({ state: 'completed', namespace: null, counts: { reembedded: 3 }, progress: { processed: 3, total: 3 } });
+      expect(expectOk(await c.post('/memory/query', { namespace: 'org', query: 'volcanoes build islands', mode: 'semantic', limit: 1 })).memories[0].content).toBe('volcanoes build islands');
+      // nothing left to do
+      expect(expectOk(await c.get('/memory/stats')).embedding.backlog).toEqual({ reembed: 0, unindexed: 0 });
+      expect((await finished(c, 're-embed', expectOk(await c.post('/memory/admin/re-embed', { namespace: 'org' }), 202).id)).counts).toEqual({ reembedded: 0 });
+    } finally {
+      await s2.close();
+    }
+  });
+
+  it('a job interrupted by a restart resumes from its last batch and completes', async () => {
+    const s1 = await servers.start();
+    const root = await bootstrap(s1.url);
+    const ids = [];
+    for (let i = 0; i < 4; i++) ids.push(expectOk(await root.client.post('/memory/store', { namespace: 'org', content: `resume item ${i} ${['alpha', 'bravo', 'charlie', 'delta'][i]}` }), 201).id);
+    // what a worker that died after its first batch leaves: the cursor past two memories, their chunk, a lease still held
+    const first = (await s1.store.getMany<any>(ids.slice(0, 2).map((id) => `memory:${id}`))).map((r) => JSON.stringify({ id: r!.value.id }));
+    const jobId = '01JOBJOBJOBJOBJOBJOBJOBJOB';
+    const t = new Date().toISOString();
+    await s1.store.commit([
+      ...s1.runtime.createOps(MEMORY_JOB, jobId, {
+        value: 'running',
+        context: { id: jobId, kind: 'export', params: { namespace: 'org' }, cursor: ids[1], step: 1, processed: 2, total: 4, counts: { exported: 2 }, errors: [], result: null, lease_until: Date.now() + 1500, created_by: root.id, created_at: t, updated_at: t },
+      }),
+      { op: 'put', key: `memory-export:${jobId}:0`, value: { lines: first } },
+    ]);
+    await s1.close();
+    const s2 = await startServer(s1.env);
+    try {
+      const c = new Client(s2.url, root.key);
+      const done = await finished(c, 'export', jobId);
+      expect(done).toMatchObject({ state: 'completed', progress: { processed: 4, total: 4 }, result: { exported: 4 } });
+      expect(done.result.ndjson.trim().split('\n').map((l: string) => JSON.parse(l).id)).toEqual(ids);
+    } finally {
+      await s2.close();
+    }
+  });
+});

@@ -1,0 +1,74 @@
+/**
+ * Shares over real HTTP on both backends: an admin grants read of a namespace to an identity, a role or a
+ * ring, with an optional expiry; grantees read (get, list, query, recall, graph) but never write; deleting
+ * or expiry ends it; admin-only routes and MEMORY_SHARE_NOT_FOUND.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { bootstrap, join, type Member } from '../helpers/client.js';
+import { REDISEARCH_MODULE } from '../helpers/redis.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { expectError, expectOk, waitFor } from './support.js';
+
+describe.each(BACKENDS)('memory shares on %s', (backend) => {
+  const servers = serversOn(backend, { args: ['--loadmodule', REDISEARCH_MODULE] });
+  let root: Member;
+  let alice: Member;
+  let bob: Member;
+  let dan: Member;
+  let secret: any;
+
+  beforeAll(async () => {
+    const svc = await servers.start();
+    root = await bootstrap(svc.url);
+    [alice, bob, dan] = await Promise.all([join(root.client, 'alice'), join(root.client, 'bob'), join(root.client, 'dan')]);
+    expectOk(await root.client.post('/rings', { name: 'Core', members: [alice.id] }), 201);
+    const role = expectOk(await root.client.post('/roles', { name: 'Auditor' }), 201);
+    expectOk(await root.client.post('/fills', { identity_id: dan.id, role_id: role.id }), 201);
+    secret = expectOk(await alice.client.post('/memory/store', { namespace: 'ring:core', content: 'the launch code is banana', entity: 'launch' }), 201);
+  });
+
+  const canRead = async (m: Member) => (await m.client.get(`/memory/${secret.id}`)).status === 200;
+
+  it('a share to an identity lets it read everywhere but not write; deleting it ends that', async () => {
+    expect(await canRead(bob)).toBe(false);
+    const share = expectOk(await root.client.post('/memory/admin/share', { namespace: 'ring:Core', grantee_type: 'identity', grantee: bob.id }), 201);
+    expect(share).toMatchObject({ namespace: 'ring:core', grantee_type: 'identity', grantee: bob.id, expires_at: null, created_by: root.id });
+    expect(expectOk(await root.client.get('/memory/admin/shares')).shares).toContainEqual(share);
+    expect(await canRead(bob)).toBe(true);
+    expect(expectOk(await bob.client.get('/memory/list?namespace=ring:core')).memories.map((m: any) => m.id)).toEqual([secret.id]);
+    expect(expectOk(await bob.client.post('/memory/query', { namespace: 'ring:core', query: 'launch code' })).memories[0].id).toBe(secret.id);
+    expect(expectOk(await bob.client.get('/memory/recall/launch')).memories.map((m: any) => m.id)).toEqual([secret.id]);
+    expect(expectOk(await bob.client.get(`/memory/graph/${secret.id}`)).root).toBe(secret.id);
+    // read, never write
+    expectError(await bob.client.post('/memory/store', { namespace: 'ring:core', content: 'sneaky' }), 403, 'MEMORY_NAMESPACE_DENIED');
+    expectError(await bob.client.patch(`/memory/${secret.id}`, { content: 'changed' }), 403, 'MEMORY_NAMESPACE_DENIED');
+    expectError(await bob.client.post('/memory/forget', { id: secret.id }), 403, 'MEMORY_NAMESPACE_DENIED');
+    const mine = expectOk(await bob.client.post('/memory/store', { namespace: 'org', content: 'bob note' }), 201);
+    expectError(await bob.client.post('/memory/relate', { from_id: secret.id, to_id: mine.id, relation: 'x' }), 403, 'MEMORY_NAMESPACE_DENIED');
+    expect(expectOk(await bob.client.post('/memory/relate', { from_id: mine.id, to_id: secret.id, relation: 'cites' }), 201).to_id).toBe(secret.id);
+    // someone else gets nothing from bob's share
+    expect(await canRead(dan)).toBe(false);
+    expect(expectOk(await root.client.del(`/memory/admin/share/${share.id}`)).id).toBe(share.id);
+    expect(await canRead(bob)).toBe(false);
+    expectError(await bob.client.get('/memory/list?namespace=ring:core'), 403, 'MEMORY_NAMESPACE_DENIED');
+    expectError(await root.client.del(`/memory/admin/share/${share.id}`), 404, 'MEMORY_SHARE_NOT_FOUND');
+  });
+
+  it('a share to a role reaches its fillers, and a share with an expiry ends at expires_at', async () => {
+    const share = expectOk(await root.client.post('/memory/admin/share', { namespace: 'ring:core', grantee_type: 'role', grantee: 'AUDITOR', expires_at: new Date(Date.now() + 1500).toISOString() }), 201);
+    expect(share.grantee).toBe('auditor');
+    expect(await canRead(dan)).toBe(true);
+    expect(await canRead(bob)).toBe(false);
+    await waitFor('share expiry', () => canRead(dan), (ok) => !ok, 5000, 100);
+    const ring = expectOk(await root.client.post('/memory/admin/share', { namespace: 'ring:core', grantee_type: 'ring', grantee: 'core' }), 201);
+    expect(ring.grantee_type).toBe('ring');
+  });
+
+  it('shares are admin-only and validated', async () => {
+    expectError(await alice.client.post('/memory/admin/share', { namespace: 'ring:core', grantee_type: 'identity', grantee: bob.id }), 403, 'AUTH_ADMIN_REQUIRED');
+    expectError(await alice.client.get('/memory/admin/shares'), 403, 'AUTH_ADMIN_REQUIRED');
+    expectError(await root.client.post('/memory/admin/share', { namespace: 'ring:core', grantee_type: 'galaxy', grantee: 'x' }), 400, 'MEMORY_VALIDATION_FAILED', 'grantee_type');
+    expectError(await root.client.post('/memory/admin/share', { namespace: 'nowhere', grantee_type: 'identity', grantee: 'x' }), 400, 'MEMORY_VALIDATION_FAILED', 'namespace');
+    expectError(await root.client.post('/memory/admin/share', { namespace: 'org', grantee_type: 'identity', grantee: 'x', expires_at: '2001-01-01T00:00:00Z' }), 400, 'MEMORY_VALIDATION_FAILED', 'expires_at');
+  });
+});
