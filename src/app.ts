@@ -6,7 +6,7 @@ import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
-import { Audit } from './audit/audit.js';
+import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
@@ -32,6 +32,7 @@ import type { Principal } from './identity/model.js';
 import { Registry } from './identity/registry.js';
 import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
+import { Actors } from './inspection/actors.js';
 import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
 import { Org } from './org/service.js';
@@ -73,6 +74,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(receiptKind);
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
+  runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -116,6 +118,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     shares,
     jobs,
     memoryStats: new MemoryStats(store, memories, jobs),
+    actors: new Actors(runtime, auditOps),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -149,6 +152,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
+  metrics.countConnections(() => realtime.hub.subscribers);
   front.finish();
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);

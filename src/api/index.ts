@@ -1,4 +1,5 @@
 import type { Route } from '../http/server.js';
+import { actorRoutes } from './actors.js';
 import { adminRoutes } from './admin.js';
 import { artifactRoutes } from './artifacts.js';
 import { auditRoutes } from './audit.js';
@@ -16,7 +17,7 @@ import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
 export const routes = (s: Services): Route[] => {
-  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s)];
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
   return table;

@@ -8,6 +8,7 @@ import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
+import type { Actors } from '../inspection/actors.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Org } from '../org/service.js';
 import type { Graph } from '../memory/graph.js';
@@ -45,4 +46,5 @@ export interface Services {
   shares: Shares;
   jobs: Jobs;
   memoryStats: MemoryStats;
+  actors: Actors;
 }

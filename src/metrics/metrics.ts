@@ -5,7 +5,8 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Store } from '../store/port.js';
-import { signalIndexes } from '../signals/kind.js';
+import type { ActorRecord, Transition } from '../runtime/runtime.js';
+import { SIGNAL, signalIndexes } from '../signals/kind.js';
 
 export const DELIVERY_STATES = ['pending', 'delivered', 'leased', 'acked', 'dead_letter'] as const;
 
@@ -23,13 +24,13 @@ export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests: Counter<'method' | 'route' | 'status'>;
   readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
-  readonly pushConnections: Gauge<'channel'>;
+  readonly pushConnections: Gauge;
   readonly leaseExpiries: Counter;
   readonly deadLetters: Counter;
   readonly webhookAttempts: Counter<'outcome'>;
   readonly federationAttempts: Counter<'outcome'>;
   readonly storeDuration: Histogram<'op'>;
-  private open = { ws: 0, sse: 0 };
+  private open = { count: () => 0 };
 
   constructor(store: Store) {
     const registers = [this.registry];
@@ -48,11 +49,9 @@ export class Metrics {
     this.pushConnections = new Gauge({
       name: 'svc_push_connections',
       help: 'Open push connections of this process: WebSocket sockets and SSE streams',
-      labelNames: ['channel'],
       registers,
       collect() {
-        this.set({ channel: 'ws' }, open.ws);
-        this.set({ channel: 'sse' }, open.sse);
+        this.set(open.count());
       },
     });
     new Gauge({
@@ -84,18 +83,17 @@ export class Metrics {
     this.httpDuration.observe(labels, r.ms / 1000);
   }
 
-  opened(channel: 'ws' | 'sse'): void {
-    this.open[channel]++;
+  /** where the open push connections are counted (the push hub) */
+  countConnections(count: () => number): void {
+    this.open.count = count;
   }
 
-  closed(channel: 'ws' | 'sse'): void {
-    this.open[channel] = Math.max(0, this.open[channel] - 1);
-  }
-
-  /** Signals this process committed into dead_letter: read from the commit's own index ops. */
-  committed(ops: Parameters<Store['commit']>[0]): void {
-    const dead = signalIndexes.byState('dead_letter');
-    for (const o of ops) if (o.op === 'index' && !o.remove && o.index === dead) this.deadLetters.inc();
+  /** A transition this process committed: a lease that had run out when its signal moved, a move into dead_letter. */
+  transition(kind: string, t: Transition, prev: ActorRecord | undefined): void {
+    if (kind !== SIGNAL || !prev) return;
+    const lease = (prev.context as { claim_expires_at?: string | null }).claim_expires_at;
+    if (t.from === 'leased' && lease && Date.parse(lease) <= Date.parse(t.at)) this.leaseExpiries.inc();
+    if (t.to === 'dead_letter' && t.from !== 'dead_letter') this.deadLetters.inc();
   }
 
   text(): Promise<string> {
@@ -109,7 +107,7 @@ export class Metrics {
 
 const TIMED = ['get', 'getMany', 'commit', 'range', 'count', 'claimTimers', 'releaseTimer', 'nextTimerAt', 'readLog', 'lastSeq', 'logStart', 'trimLog', 'ping'] as const;
 
-/** The store with every operation timed; a successful commit is shown to `Metrics.committed`. */
+/** The store with every operation timed. */
 export function instrumentStore(store: Store, metrics: Metrics): Store {
   const timed: Partial<Store> = {};
   for (const name of TIMED) {
@@ -117,9 +115,7 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
     (timed as Record<string, unknown>)[name] = async (...args: unknown[]) => {
       const end = metrics.storeDuration.startTimer({ op: name });
       try {
-        const out = await fn(...args);
-        if (name === 'commit' && (out as { ok: boolean }).ok) metrics.committed(args[0] as Parameters<Store['commit']>[0]);
-        return out;
+        return await fn(...args);
       } finally {
         end();
       }

@@ -8,7 +8,8 @@ import type { Service } from '../../src/app.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { metricValue, parseMetrics, scrape } from '../helpers/metrics.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
-import { emitOk, expectError, expectOk } from './support.js';
+import { emitOk, expectError, expectOk, waitFor } from './support.js';
+import { PushSocket, SseStream } from '../helpers/push.js';
 
 describe.each(BACKENDS)('GET /metrics on %s', (backend) => {
   const servers = serversOn(backend);
@@ -67,6 +68,17 @@ describe.each(BACKENDS)('GET /metrics on %s', (backend) => {
     expect(metricValue(after, 'svc_dead_letters_total') - metricValue(before, 'svc_dead_letters_total')).toBe(1);
     expect(metricValue(after, 'svc_signals', { delivery_state: 'dead_letter' }) - metricValue(before, 'svc_signals', { delivery_state: 'dead_letter' })).toBe(1);
     expect(metricValue(after, 'svc_signals', { delivery_state: 'leased' })).toBe(metricValue(before, 'svc_signals', { delivery_state: 'leased' }));
+  });
+
+  it('counts the open WebSocket sockets and SSE streams of the process', async () => {
+    const open = async () => metricValue(await scrape(svc.url), 'svc_push_connections');
+    const base = await open();
+    const ws = await PushSocket.open(svc.url, worker.key);
+    const sse = await SseStream.open(svc.url, { token: root.key });
+    await waitFor('two more connections', open, (n) => n === base + 2);
+    ws.close();
+    sse.close();
+    await waitFor('connections closed', open, (n) => n === base);
   });
 
   it('with METRICS_TOKEN set, wants that token and nothing else', async () => {

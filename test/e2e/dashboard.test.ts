@@ -96,7 +96,6 @@ describe.each(BACKENDS)('dashboard on %s', (backend) => {
     expect(first).toMatch(/^1:(2\d|30)$/);
     await page.waitForFunction(([s, t]) => document.querySelector(s)?.textContent !== t, [`${sel} .countdown`, first] as const, { timeout: 2500 });
     expect(await page.textContent(`${sel} .countdown`)).toMatch(/^1:[0-2]\d$/);
-    await page.screenshot({ path: `${OUT}/dashboard-${backend}-1280x800.png` });
   });
 
   it('shows a role inbox, agent liveness and health charts', async () => {
@@ -105,9 +104,14 @@ describe.each(BACKENDS)('dashboard on %s', (backend) => {
     await page.click('#inbox-load');
     await page.waitForSelector('#inbox li:has-text("who reviews?")');
     await page.waitForSelector(`#agents li[data-id="${worker.id}"]:has-text("active")`);
-    expect(await page.textContent('[data-liveness=active] b')).toBe('1');
+    // the counts come from /stats/overview on the page's 2 s beat
+    await page.waitForSelector('[data-liveness=active] b:text-is("1")', { timeout: 5000 });
     await page.waitForSelector('#charts .chart[data-series=leased] polyline');
     expect(await page.textContent('#health-state')).toBe('ok');
+    // actor counts by kind and state, from GET /admin/actors
+    await page.waitForSelector('#actors tr:has-text("signal"):has-text("leased")');
+    expect(await page.textContent('#actors tr:has(td:text-is("signal")):has(td:text-is("leased")) td.n')).toBe('1');
+    await page.screenshot({ path: `${OUT}/dashboard-${backend}-1280x800.png` });
   });
 
   it('fits a phone width without sideways scrolling', async () => {
