@@ -13,6 +13,8 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY tsconfig.json ./
 COPY actors ./actors
 COPY src ./src
+# the operator dashboard's static files, served at /dashboard
+COPY dashboard ./dashboard
 
 ENV NODE_ENV=production \
     DATA_DIR=/data \

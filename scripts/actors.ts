@@ -1,33 +1,87 @@
 /**
- * Operator tool: inspect persisted actors and the push journal on the configured backend (same env as the
- * service; LMDB allows a reader beside the running service).
- *   npm run actors -- <kind> <id>      one actor's record: state value, context, version
- *   npm run actors -- journal [n]      the last n journal entries (default 20)
+ * Operator tool over the admin actor routes of a running instance (either backend).
+ *   npm run actors -- list [--kind K] [--state S] [--limit N] [--after CURSOR]
+ *   npm run actors -- show <kind> <id>
+ *   npm run actors -- send <kind> <id> <EVENT> [JSON fields]
+ *   npm run actors -- timers <kind> <id>
+ *   npm run actors -- history <kind> <id>
+ * Every command takes --url (SVC_URL, default http://localhost:3000), --key (SVC_KEY: an admin key) and
+ * --json for the raw answer instead of a table.
  */
-import { readConfig } from '../src/config.js';
-import { actorKey } from '../src/runtime/runtime.js';
-import { JOURNAL_LOG } from '../src/journal/journal.js';
-import { openStore } from '../src/store/index.js';
+import { call, main, parseFlags, table, UsageError, type Flags } from './cli.js';
 
-const [cmd, arg] = process.argv.slice(2);
-if (!cmd) {
-  console.error('usage: npm run actors -- <kind> <id> | journal [n]');
-  process.exit(2);
+const USAGE = `usage: npm run actors -- <command> [--url URL] [--key KEY] [--json]
+  list [--kind K] [--state S] [--limit N] [--after CURSOR]   counts per kind and state, then matching actors
+  show <kind> <id>                                           state, version, context, timers, last transitions
+  send <kind> <id> <EVENT> [JSON fields]                     send one event (audited); a refused event prints its code
+  timers <kind> <id>                                         pending durable timers
+  history <kind> <id>                                        last transitions (event, time, request id)`;
+
+const actorPath = (f: Flags) => {
+  const [kind, id] = f.args.slice(1);
+  if (!kind || !id) throw new UsageError(`${f.args[0]} needs <kind> <id>`);
+  return `/admin/actors/${encodeURIComponent(kind)}/${encodeURIComponent(id)}`;
+};
+
+const print = (f: Flags, data: unknown, text: () => string) => console.log(f.json ? JSON.stringify(data, null, 2) : text());
+
+function showText(a: any): string {
+  return [
+    `${a.kind} ${a.id}`,
+    `state    ${a.state}`,
+    `version  ${a.version}`,
+    `context  ${JSON.stringify(a.context, null, 2).replace(/\n/g, '\n         ')}`,
+    '',
+    'timers',
+    a.timers.length ? table(a.timers, ['event', 'at']) : '(none)',
+    '',
+    'transitions (newest first)',
+    a.transitions.length ? table(a.transitions, ['at', 'event', 'from', 'to', 'request_id']) : '(none)',
+  ].join('\n');
 }
-const store = await openStore(readConfig());
-try {
-  if (cmd === 'journal') {
-    const n = Number(arg ?? 20);
-    const last = await store.lastSeq(JOURNAL_LOG);
-    for (const e of await store.readLog(JOURNAL_LOG, Math.max(0, last - n), n)) console.log(JSON.stringify(e));
-  } else {
-    if (!arg) throw new Error('an actor id is required');
-    const rec = await store.get(actorKey(cmd, arg));
-    if (!rec) {
-      console.error(`no ${cmd} actor ${arg}`);
-      process.exitCode = 1;
-    } else console.log(JSON.stringify({ kind: cmd, id: arg, version: rec.version, ...(rec.value as object) }, null, 2));
-  }
-} finally {
-  await store.close();
-}
+
+const commands: Record<string, (f: Flags) => Promise<void>> = {
+  async list(f) {
+    const q = new URLSearchParams(Object.entries(f.opts).filter(([k]) => ['kind', 'state', 'limit', 'after'].includes(k)));
+    const data = await call(f, 'GET', `/admin/actors${q.size ? `?${q}` : ''}`);
+    print(f, data, () => {
+      const counts = Object.entries<Record<string, number>>(data.counts).flatMap(([kind, states]) => Object.entries(states).map(([state, count]) => ({ kind, state, count })));
+      const parts = [table(counts, ['kind', 'state', 'count']), '', data.actors.length ? table(data.actors, ['kind', 'id', 'state', 'version', 'updated_at']) : '(no matching actors)'];
+      if (data.has_more) parts.push('', `more: --after ${data.cursor}`);
+      return parts.join('\n');
+    });
+  },
+  async show(f) {
+    const data = await call(f, 'GET', actorPath(f));
+    print(f, data, () => showText(data));
+  },
+  async send(f) {
+    const type = f.args[3];
+    if (!type) throw new UsageError('send needs <kind> <id> <EVENT>');
+    let fields: Record<string, unknown> = {};
+    if (f.args[4]) {
+      try {
+        fields = JSON.parse(f.args[4]);
+      } catch {
+        throw new UsageError('event fields must be a JSON object');
+      }
+    }
+    const data = await call(f, 'POST', `${actorPath(f)}/events`, { ...fields, type });
+    print(f, data, () => `${data.kind} ${data.id}: ${data.transitions[0]?.from ?? '?'} -> ${data.state} (version ${data.version})`);
+  },
+  async timers(f) {
+    const data = await call(f, 'GET', actorPath(f));
+    print(f, data.timers, () => (data.timers.length ? table(data.timers, ['event', 'at']) : '(no pending timers)'));
+  },
+  async history(f) {
+    const data = await call(f, 'GET', actorPath(f));
+    print(f, data.transitions, () => (data.transitions.length ? table(data.transitions, ['at', 'event', 'from', 'to', 'request_id']) : '(no transitions)'));
+  },
+};
+
+await main(async () => {
+  const f = parseFlags(process.argv.slice(2));
+  const cmd = commands[f.args[0]];
+  if (!cmd) throw new UsageError(f.args[0] ? `unknown command ${f.args[0]}` : 'a command is required');
+  await cmd(f);
+}, USAGE);

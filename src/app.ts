@@ -4,8 +4,9 @@ import { Resources } from './artifacts/resources.js';
 import { openBlobs } from './blob/index.js';
 import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
+import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
-import { Audit } from './audit/audit.js';
+import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
@@ -20,7 +21,7 @@ import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
 import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
-import { FrontEnd } from './http/server.js';
+import { FrontEnd, type Route } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
 import { authRequestKind } from './identity/auth-request-kind.js';
@@ -31,6 +32,8 @@ import type { Principal } from './identity/model.js';
 import { Registry } from './identity/registry.js';
 import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
+import { Actors } from './inspection/actors.js';
+import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
@@ -63,12 +66,15 @@ export interface Service {
 
 export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
   if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
-  const store = await openStore(config);
+  const rawStore = await openStore(config);
+  const metrics = new Metrics(rawStore);
+  const store = instrumentStore(rawStore, metrics);
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
+  runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -103,6 +109,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     inbox,
     health,
     stats: new Stats(store, presence, health),
+    metrics,
     workspace,
     artifacts,
     workstreams: new Workstreams(runtime, signals, workspace, artifacts),
@@ -111,6 +118,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     shares,
     jobs,
     memoryStats: new MemoryStats(store, memories, jobs),
+    actors: new Actors(runtime, auditOps),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -121,18 +129,30 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
       await limits.consume(p);
       void presence.touch(p.identity.id);
+      noteIdentity(p.identity.id);
       return p;
+    },
+    answered: (a) => {
+      metrics.request(a);
+      log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
   });
-  front.routes(routes(services));
+  // GET /openapi.json describes this array: every route served joins it
+  const table = routes(services);
+  const serve = (more: Route<Principal>[]) => {
+    table.push(...more);
+    front.routes(more);
+  };
+  front.routes(table);
   const methods = methodTable(services);
-  front.routes(rpcRoutes(methods, log));
+  serve(rpcRoutes(methods, log));
   const mcp = new Mcp(methods, log, VERSION);
-  front.routes(mcpRoutes(mcp));
+  serve(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
-  front.routes(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
+  serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
+  metrics.countConnections(() => realtime.hub.subscribers);
   front.finish();
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);

@@ -25,6 +25,8 @@ export interface Config {
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
+  /** when set, GET /metrics wants `Authorization: Bearer <METRICS_TOKEN>` */
+  metricsToken: string | undefined;
   maxUploadBytes: number;
   /** set when S3_ENDPOINT is: blobs go to S3 (or MinIO) instead of DATA_DIR/blobs */
   s3: S3Config | undefined;
@@ -151,6 +153,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
+    metricsToken: env.METRICS_TOKEN || undefined,
     maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
     s3: s3Config(env),
     siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),

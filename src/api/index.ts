@@ -1,4 +1,5 @@
 import type { Route } from '../http/server.js';
+import { actorRoutes } from './actors.js';
 import { adminRoutes } from './admin.js';
 import { artifactRoutes } from './artifacts.js';
 import { auditRoutes } from './audit.js';
@@ -7,6 +8,7 @@ import { identityRoutes } from './identities.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
 import { memoryRoutes } from './memory.js';
+import { opsRoutes } from './ops.js';
 import { orgRoutes } from './org.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
@@ -14,5 +16,10 @@ import { statsRoutes } from './stats.js';
 import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s)];
+export const routes = (s: Services): Route[] => {
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s)];
+  // the OpenAPI route reads the whole table, its own routes included
+  table.push(...opsRoutes(s, table));
+  return table;
+};
 export type { Services };

@@ -8,6 +8,8 @@ import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
+import type { Actors } from '../inspection/actors.js';
+import type { Metrics } from '../metrics/metrics.js';
 import type { Org } from '../org/service.js';
 import type { Graph } from '../memory/graph.js';
 import type { Jobs } from '../memory/jobs.js';
@@ -31,6 +33,7 @@ export interface Services {
   inbox: Inbox;
   health: Health;
   stats: Stats;
+  metrics: Metrics;
   workspace: Workspace;
   artifacts: Artifacts;
   workstreams: Workstreams;
@@ -43,4 +46,5 @@ export interface Services {
   shares: Shares;
   jobs: Jobs;
   memoryStats: MemoryStats;
+  actors: Actors;
 }

@@ -5,6 +5,7 @@
 import type { Readable } from 'node:stream';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { withRequest, type RequestScope } from '../context.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
@@ -33,7 +34,7 @@ export interface Request<P = any> {
 }
 
 export interface Reply {
-  data: unknown;
+  data?: unknown;
   status?: number;
   meta?: Record<string, unknown>;
   headers?: Record<string, string>;
@@ -45,6 +46,17 @@ export interface Reply {
   text?: { contentType: string; body: string };
 }
 
+/** What the front end reports once a request is answered (metrics, the request log). */
+export interface Answered {
+  requestId: string;
+  method: string;
+  /** the route pattern, never the raw path */
+  route: string;
+  status: number;
+  ms: number;
+  identityId: string | undefined;
+}
+
 export interface Route<P = any> {
   method: Method;
   path: string;
@@ -53,6 +65,8 @@ export interface Route<P = any> {
   query?: Validator;
   /** the route's own validation code where the interface names one */
   invalid?: ErrorCode;
+  /** the domain codes the route can answer, for the OpenAPI document (else its area's codes) */
+  errors?: ErrorCode[];
   /** hand the handler the body as a stream (uploads) instead of reading it whole as JSON */
   stream?: boolean;
   /** hand the unparsed body to the handler as `raw` */
@@ -69,6 +83,7 @@ export interface FrontEndOptions<P> {
   authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
+  answered?(a: Answered): void;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -87,7 +102,9 @@ export class FrontEnd<P> {
   finish(): void {
     this.app.any('/*', (res) => {
       const x = exchange(res);
-      this.fail(x, requestId(), new AppError('NOT_FOUND'));
+      const rid = requestId();
+      this.fail(x, rid, new AppError('NOT_FOUND'));
+      this.report(x, { requestId: rid }, 'ANY', '*', performance.now());
     });
   }
 
@@ -97,6 +114,7 @@ export class FrontEnd<P> {
     this.app[r.method](r.path, (res, req: HttpRequest) => {
       const x = exchange(res);
       const rid = requestId();
+      const start = performance.now();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
@@ -107,9 +125,11 @@ export class FrontEnd<P> {
         params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
       } catch (e) {
         // an exception escaping a uWS handler ends the process: answer it here
-        return this.fail(x, rid, e);
+        this.fail(x, rid, e);
+        return this.report(x, { requestId: rid }, r.method, r.path, start);
       }
-      void this.run(x, rid, r, params, headers, rawQuery, body, stream);
+      const scope: RequestScope = { requestId: rid };
+      void withRequest(scope, () => this.run(x, rid, r, params, headers, rawQuery, body, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
     });
   }
 
@@ -134,6 +154,12 @@ export class FrontEnd<P> {
       stream?.destroy();
       this.fail(x, rid, e);
     }
+  }
+
+  private report(x: Exchange, scope: RequestScope, method: string, route: string, start: number): void {
+    // a request the client abandoned before an answer counts as 499, as nginx logs it
+    const status = x.status ?? 499;
+    this.opts.answered?.({ requestId: scope.requestId, method: method === 'del' ? 'DELETE' : method.toUpperCase(), route, status, ms: performance.now() - start, identityId: scope.identityId });
   }
 
   fail(x: Exchange, rid: string, e: unknown): void {

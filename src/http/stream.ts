@@ -65,6 +65,7 @@ export function sendStream(x: Exchange, status: number, headers: Record<string, 
       resolve();
     };
     const head = () => {
+      x.status = status;
       x.res.writeStatus(statusLine(status));
       for (const h in headers) x.res.writeHeader(h, headers[h]);
     };

@@ -17,6 +17,8 @@ export interface Exchange {
   aborted: boolean;
   /** called once if the client goes away */
   onAbort?: () => void;
+  /** the status answered, once an answer was written */
+  status?: number;
 }
 
 export function exchange(res: HttpResponse): Exchange {
@@ -38,6 +40,7 @@ export const statusLine = (s: number) => STATUS_TEXT[s] ?? String(s);
 
 export function send(x: Exchange, status: number, headers: Record<string, string>, body: string | Buffer): void {
   if (x.aborted) return;
+  x.status = status;
   x.res.cork(() => {
     x.res.writeStatus(statusLine(status));
     for (const h in headers) x.res.writeHeader(h, headers[h]);

@@ -30,6 +30,7 @@ export function abortSignal(x: Exchange): AbortSignal {
 export async function sendWeb(x: Exchange, r: globalThis.Response, rid: string): Promise<void> {
   if (x.aborted) return void (await r.body?.cancel().catch(() => {}));
   const head = () => {
+    x.status = r.status;
     x.res.writeStatus(line(r.status));
     r.headers.forEach((v, k) => {
       if (k !== 'content-length' && k !== 'transfer-encoding') x.res.writeHeader(k, v);

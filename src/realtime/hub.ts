@@ -92,6 +92,11 @@ export class Hub {
     }
   }
 
+  /** open sockets and streams attached to this hub (metrics) */
+  get subscribers(): number {
+    return this.slots.size;
+  }
+
   get cursor(): number {
     return this.lastSeq;
   }

@@ -6,14 +6,30 @@
  */
 import { transition, type AnyStateMachine } from 'xstate';
 import { AppError, type ErrorCode } from '../errors.js';
-import { now as clock } from '../clock.js';
+import { now as clock, iso } from '../clock.js';
+import { currentRequestId } from '../context.js';
 import type { Logger } from '../log.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 
 export interface ActorRecord<C = unknown> {
   value: string;
   context: C;
+  /** the last transitions, oldest first, capped at HISTORY_CAP: kept in the record so a commit writes no extra key */
+  history?: Transition[];
 }
+
+export interface Transition {
+  event: string;
+  /** null for the creation */
+  from: string | null;
+  to: string;
+  at: string;
+  /** the request that caused it; null for timer events and work outside a request */
+  request_id: string | null;
+}
+
+/** Told every committed transition (metrics). */
+export type TransitionListener = (kind: string, id: string, t: Transition, prev: ActorRecord | undefined, next: ActorRecord) => void;
 
 export interface ActorKind<C = any> {
   name: string;
@@ -41,6 +57,8 @@ export interface SendOptions<C> {
   notFound?: ErrorCode;
   /** actors created on their first event (inbox receipts): the record to start from when none is stored */
   create?: () => ActorRecord<C>;
+  /** ops committed together with the transition (an audit entry), given the new and the previous record */
+  extra?: (rec: ActorRecord<C>, prev: ActorRecord<C>) => Op[];
 }
 
 const MAX_RETRIES = 50;
@@ -59,12 +77,21 @@ export function backoffMs(attempt: number, random: () => number = Math.random): 
 const pause = (ms: number) => (ms > 0 ? new Promise<void>((r) => setTimeout(r, ms)) : Promise.resolve());
 
 export const actorKey = (kind: string, id: string) => `actor:${kind}:${id}`;
+/** Every actor is in its kind's index for its state; members are `kind:id` so one scan can merge kinds. */
+export const actorStateIndex = (kind: string, state: string) => `actors:${kind}:${state}`;
+const HISTORY_CAP = 10;
+
+const withHistory = <C>(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, event: string, at: number): ActorRecord<C> => ({
+  ...rec,
+  history: [...(prev?.history ?? []).slice(1 - HISTORY_CAP), { event, from: prev ? prev.value : null, to: rec.value, at: iso(at), request_id: currentRequestId() ?? null }],
+});
 
 export class Runtime {
   private kinds = new Map<string, ActorKind>();
   private queues = new Map<string, Promise<unknown>>();
   private timerLoop: NodeJS.Timeout | undefined;
   private stopped = false;
+  private listeners: TransitionListener[] = [];
 
   constructor(
     readonly store: Store,
@@ -74,6 +101,24 @@ export class Runtime {
 
   register(kind: ActorKind): void {
     this.kinds.set(kind.name, kind);
+  }
+
+  kindNames(): string[] {
+    return [...this.kinds.keys()];
+  }
+
+  /** The top-level states of a kind's machine (values are flat). */
+  statesOf(kind: string): string[] {
+    return Object.keys(this.kind(kind).machine.config.states ?? {});
+  }
+
+  /** The durable timers a record implies: by construction exactly the ones its commits left in the store. */
+  timersOf(kind: string, rec: ActorRecord): { event: string; at: number }[] {
+    return this.kind(kind).timers(rec);
+  }
+
+  onTransition(fn: TransitionListener): void {
+    this.listeners.push(fn);
   }
 
   private kind(name: string): ActorKind {
@@ -94,9 +139,10 @@ export class Runtime {
   /** Ops that create an actor in its initial state with the given context (expect absent). */
   createOps<C>(kind: string, id: string, record: ActorRecord<C>): Op[] {
     const k = this.kind(kind);
+    record = withHistory(record, undefined, 'create', clock());
     return [
       { op: 'put', key: actorKey(kind, id), value: record, expect: 0 },
-      ...k.indexes(record).map(([index, member]): Op => ({ op: 'index', index, member })),
+      ...indexesOf(k, id, record).map(([index, member]): Op => ({ op: 'index', index, member })),
       ...k.timers(record).map((t): Op => ({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at })),
       ...journalOps(k, record, undefined),
     ];
@@ -118,21 +164,26 @@ export class Runtime {
         throw new AppError(opts.notFound ?? k.notFound);
       }
       const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
-      const [next, actions] = transition(k.machine, snap, { ...event, now: (event.now as number) ?? clock() } as any);
+      const at = (event.now as number) ?? clock();
+      const [next, actions] = transition(k.machine, snap, { ...event, now: at } as any);
       const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
       if (refusal || (next.value === snap.value && next.context === snap.context)) {
         if (opts.quiet) return undefined;
         throw new AppError(refusal?.params?.code ?? k.invalid);
       }
-      const record: ActorRecord<C> = { value: next.value as string, context: next.context as C };
       const before = stored ? cur.value : undefined;
+      const record = withHistory<C>({ value: next.value as string, context: next.context as C }, cur.value, event.type, at);
       const ops: Op[] = [
         { op: 'put', key, value: record, expect: cur.version },
-        ...diffIndexes(before ? k.indexes(before) : [], k.indexes(record)),
+        ...diffIndexes(before ? indexesOf(k, id, before) : [], indexesOf(k, id, record)),
         ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
         ...journalOps(k, record, before),
+        ...(opts.extra?.(record, cur.value) ?? []),
       ];
-      if ((await this.store.commit(ops)).ok) return { id, record };
+      if ((await this.store.commit(ops)).ok) {
+        this.told(k.name, id, record, before);
+        return { id, record };
+      }
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
@@ -203,12 +254,26 @@ export class Runtime {
     }
   }
 
+  private told(kind: string, id: string, rec: ActorRecord, prev: ActorRecord | undefined): void {
+    const t = rec.history!.at(-1)!;
+    for (const fn of this.listeners) {
+      try {
+        fn(kind, id, t, prev, rec);
+      } catch (e) {
+        this.log.warn({ err: e }, 'transition listener failed');
+      }
+    }
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timerLoop) clearTimeout(this.timerLoop);
     await Promise.allSettled([...this.queues.values()]);
   }
 }
+
+/** The kind's own indexes plus its state index. */
+const indexesOf = <C>(k: ActorKind<C>, id: string, rec: ActorRecord<C>): [string, string][] => [...k.indexes(rec), [actorStateIndex(k.name, rec.value), `${k.name}:${id}`]];
 
 function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
   const j = k.journal?.(rec, prev);

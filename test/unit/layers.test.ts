@@ -11,18 +11,18 @@ const ROOT = resolve(import.meta.dirname, '../..');
 /** Higher imports lower, never the reverse. Same-layer imports are allowed except between transports. */
 const LAYERS: Record<string, number> = {
   // base: one error type, config reader, id generator, clock, logger, validation
-  errors: 0, config: 0, ids: 0, clock: 0, log: 0, validation: 0,
+  errors: 0, config: 0, ids: 0, clock: 0, log: 0, validation: 0, context: 0,
   // ports and their adapters
   store: 1, blob: 1, vector: 1, embedding: 1,
   // the actor host
   runtime: 2,
   // services: rules per part of the interface
-  identity: 3, auth: 3, audit: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3, memory: 3,
+  identity: 3, auth: 3, audit: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3, memory: 3, metrics: 3, inspection: 3,
   workspace: 3, artifacts: 3, workstreams: 3,
   // the method table /rpc and MCP share, and the composite workflow calls
   surface: 3,
   // transports
-  http: 4, api: 4, realtime: 4, rpc: 4, mcp: 4, a2a: 4,
+  http: 4, api: 4, realtime: 4, rpc: 4, mcp: 4, a2a: 4, openapi: 4,
   // composition
   app: 5, main: 5,
 };

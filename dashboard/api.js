@@ -1,0 +1,33 @@
+// The service's REST envelope and SSE stream, as the dashboard uses them. The key lives in sessionStorage only.
+const KEY = 'svc_dashboard_key';
+
+export const session = {
+  get key() { return sessionStorage.getItem(KEY); },
+  set(key) { sessionStorage.setItem(KEY, key); },
+  clear() { sessionStorage.removeItem(KEY); },
+};
+
+export class ApiError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+export async function api(path, { method = 'GET', body } = {}) {
+  const headers = { authorization: `Bearer ${session.key}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const json = await r.json().catch(() => ({}));
+  if (!r.ok) throw new ApiError(r.status, json.error?.code ?? 'HTTP_' + r.status, json.error?.message ?? r.statusText);
+  return json.data;
+}
+
+/** An EventSource on /signals/stream; `onSignal(signal, type)` for `signal` and `signal.updated` events. */
+export function stream({ types, rings }, onSignal, onState) {
+  const q = new URLSearchParams({ token: session.key });
+  if (types) q.set('type', types);
+  if (rings) q.set('ring', rings);
+  const es = new EventSource(`/signals/stream?${q}`);
+  for (const type of ['signal', 'signal.updated']) es.addEventListener(type, (ev) => onSignal(JSON.parse(ev.data), type));
+  es.addEventListener('open', () => onState('live'));
+  es.addEventListener('error', () => onState(es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting'));
+  return es;
+}

@@ -1,0 +1,125 @@
+/**
+ * The dashboard in headless Chromium (Debian `chromium` driven by playwright-core), on both backends:
+ * sign in with an API key (kept in session storage), an emitted signal appears in the live feed within a
+ * second, the type filter narrows the feed, a claimed task shows its claimant and a running lease
+ * countdown, signal content is shown as text, and the page fits 1280x800 and a phone width. Screenshots
+ * land in test-output/.
+ */
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/app.js';
+import { bootstrap, join, type Member } from '../helpers/client.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectOk } from '../api/support.js';
+
+const OUT = resolve(import.meta.dirname, '../../test-output');
+let browser: Browser;
+
+beforeAll(async () => {
+  await mkdir(OUT, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe.each(BACKENDS)('dashboard on %s', (backend) => {
+  const servers = serversOn(backend);
+  let svc: Service;
+  let root: Member;
+  let worker: Member;
+  let page: Page;
+  const pageErrors: string[] = [];
+
+  beforeAll(async () => {
+    svc = await servers.start();
+    root = await bootstrap(svc.url);
+    worker = await join(root.client, 'worker-7');
+    expectOk(await root.client.post('/roles', { name: 'reviewers' }), 201);
+    page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+  });
+
+  afterAll(async () => {
+    await page?.close();
+  });
+
+  it('refuses a wrong key and signs in with a good one, keeping it in session storage only', async () => {
+    await page.goto(`${svc.url}/dashboard`);
+    await page.fill('#key', 'svc_not-a-key');
+    await page.click('#signin button[type=submit]');
+    await page.waitForSelector('#signin-error:has-text("AUTH_KEY_INVALID")');
+    await page.fill('#key', root.key);
+    await page.click('#signin button[type=submit]');
+    await page.waitForSelector('#feed-state:has-text("live")');
+    expect(await page.isVisible('#board')).toBe(true);
+    expect(await page.isVisible('#signin')).toBe(false);
+    expect(await page.textContent('#whoami')).toBe('admin');
+    expect(await page.evaluate(() => Object.values(sessionStorage))).toEqual([root.key]);
+    expect(await page.evaluate(() => localStorage.length)).toBe(0);
+  });
+
+  it('shows an emitted signal in the live feed within a second, as text', async () => {
+    const content = '<img src=x onerror="window.hacked=1"> deploy done';
+    const s = await emitOk(root, { signal_type: 'pulse', content });
+    const row = await page.waitForSelector(`#feed li[data-id="${s.id}"]`, { timeout: 1000 });
+    expect(await row.$eval('.content', (e) => e.textContent)).toBe(content);
+    expect(await page.$$('#feed img')).toHaveLength(0);
+    expect(await page.evaluate(() => (window as any).hacked)).toBeUndefined();
+  });
+
+  it('narrows the feed by type', async () => {
+    await page.fill('#filter-type', 'alert');
+    await page.click('#filter-apply');
+    await page.waitForSelector('#feed-state:has-text("live")');
+    const pulse = await emitOk(root, { signal_type: 'pulse', content: 'filtered out' });
+    const alert = await emitOk(root, { signal_type: 'alert', content: 'filtered in' });
+    await page.waitForSelector(`#feed li[data-id="${alert.id}"]`, { timeout: 1000 });
+    expect(await page.$(`#feed li[data-id="${pulse.id}"]`)).toBeNull();
+    await page.fill('#filter-type', '');
+    await page.click('#filter-apply');
+  });
+
+  it('shows a claimed task with its claimant and a lease countdown that runs', async () => {
+    const task = await emitOk(root, { signal_type: 'task', content: 'review PR 12', to_identity: worker.id });
+    expectOk(await worker.client.post('/claim', { signal_id: task.id, lease_ms: 90_000 }));
+    const sel = `#tasks li[data-id="${task.id}"]`;
+    await page.waitForSelector(`${sel} .countdown`, { timeout: 1000 });
+    expect(await page.textContent(sel)).toContain('claimed by worker-7');
+    const first = (await page.textContent(`${sel} .countdown`))!;
+    expect(first).toMatch(/^1:(2\d|30)$/);
+    await page.waitForFunction(([s, t]) => document.querySelector(s)?.textContent !== t, [`${sel} .countdown`, first] as const, { timeout: 2500 });
+    expect(await page.textContent(`${sel} .countdown`)).toMatch(/^1:[0-2]\d$/);
+  });
+
+  it('shows a role inbox, agent liveness and health charts', async () => {
+    await emitOk(root, { signal_type: 'question', content: 'who reviews?', to_role: 'reviewers' });
+    await page.selectOption('#inbox-target', { label: 'role reviewers' });
+    await page.click('#inbox-load');
+    await page.waitForSelector('#inbox li:has-text("who reviews?")');
+    await page.waitForSelector(`#agents li[data-id="${worker.id}"]:has-text("active")`);
+    // the counts come from /stats/overview on the page's 2 s beat
+    await page.waitForSelector('[data-liveness=active] b:text-is("1")', { timeout: 5000 });
+    await page.waitForSelector('#charts .chart[data-series=leased] polyline');
+    expect(await page.textContent('#health-state')).toBe('ok');
+    // actor counts by kind and state, from GET /admin/actors
+    await page.waitForSelector('#actors tr:has-text("signal"):has-text("leased")');
+    expect(await page.textContent('#actors tr:has(td:text-is("signal")):has(td:text-is("leased")) td.n')).toBe('1');
+    await page.screenshot({ path: `${OUT}/dashboard-${backend}-1280x800.png` });
+  });
+
+  it('fits a phone width without sideways scrolling', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    const boxes = await page.$$eval('.panel', (els) => els.map((e) => e.getBoundingClientRect().width));
+    for (const w of boxes) expect(w).toBeLessThanOrEqual(390);
+    await page.screenshot({ path: `${OUT}/dashboard-${backend}-phone.png`, fullPage: true });
+    expect(pageErrors).toEqual([]);
+  });
+});
