@@ -102,16 +102,16 @@ export class Identities {
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));
       return { result: identity, ops };
     });
-    await this.leaveOrg(id);
+    await this.leaveOrg(id, admin);
     return gone;
   }
 
-  private async leaveOrg(id: string): Promise<void> {
-    for (const fill of await this.org.listFills({ identity_id: id })) await this.org.deleteFill(fill.id).catch(ignoreGone('ORG_FILL_NOT_FOUND'));
+  private async leaveOrg(id: string, admin: Principal): Promise<void> {
+    for (const fill of await this.org.listFills({ identity_id: id })) await this.org.deleteFill(fill.id, admin).catch(ignoreGone('ORG_FILL_NOT_FOUND'));
     const { rings } = await this.org.placesOf(id);
     for (const ringId of rings) {
       const ring = await this.org.ring(ringId).catch(ignoreGone('ORG_RING_NOT_FOUND'));
-      if (ring) await this.org.updateRing(ringId, { members: ring.members.filter((m) => m !== id) }).catch(ignoreGone('ORG_RING_NOT_FOUND'));
+      if (ring) await this.org.updateRing(ringId, { members: ring.members.filter((m) => m !== id) }, admin).catch(ignoreGone('ORG_RING_NOT_FOUND'));
     }
   }
 }

@@ -1,5 +1,7 @@
 /** Roles, rings and fills: plain records whose names are unique keys, written with compare-and-set. */
+import { auditOps } from '../audit/audit.js';
 import { AppError } from '../errors.js';
+import type { Principal } from '../identity/model.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import { keys as identityKeys } from '../identity/model.js';
@@ -74,19 +76,20 @@ export class Org {
     ];
   }
 
-  async createRole(body: Required<Pick<RoleBody, 'name'>> & RoleBody): Promise<Role> {
+  async createRole(body: Required<Pick<RoleBody, 'name'>> & RoleBody, by: Principal): Promise<Role> {
     const t = iso();
     const role: Role = { id: newId(), name: body.name, purpose: body.purpose ?? null, domains: body.domains ?? [], duties: body.duties ?? [], created_at: t, updated_at: t };
     const res = await this.store.commit([
       ...this.renameOps(orgKeys.roleName, role.id, undefined, role.name),
       { op: 'put', key: orgKeys.role(role.id), value: role, expect: 0 },
       { op: 'index', index: orgIndexes.roles, member: role.id },
+      ...audited(by, 'role.create', role.id, { name: role.name }),
     ]);
     if (!res.ok) throw new AppError('ORG_ROLE_DUPLICATE', `A role named "${body.name}" exists`);
     return role;
   }
 
-  async updateRole(id: string, body: RoleBody): Promise<Role> {
+  async updateRole(id: string, body: RoleBody, by: Principal): Promise<Role> {
     return this.rt.retry(async () => {
       const cur = await this.store.get<Role>(orgKeys.role(id));
       if (!cur) throw new AppError('ORG_ROLE_NOT_FOUND');
@@ -94,12 +97,12 @@ export class Org {
       if (body.name !== undefined && body.name.toLowerCase() !== cur.value.name.toLowerCase() && (await this.store.get(orgKeys.roleName(body.name)))) {
         throw new AppError('ORG_ROLE_DUPLICATE', `A role named "${body.name}" exists`);
       }
-      return { result: next, ops: [{ op: 'put', key: orgKeys.role(id), value: next, expect: cur.version }, ...this.renameOps(orgKeys.roleName, id, cur.value.name, next.name)] };
+      return { result: next, ops: [{ op: 'put', key: orgKeys.role(id), value: next, expect: cur.version }, ...this.renameOps(orgKeys.roleName, id, cur.value.name, next.name), ...audited(by, 'role.update', id)] };
     });
   }
 
   /** Deleting a role removes its fills; signals already routed to it stay readable. */
-  async deleteRole(id: string): Promise<Role> {
+  async deleteRole(id: string, by: Principal): Promise<Role> {
     return this.rt.retry(async () => {
       const cur = await this.store.get<Role>(orgKeys.role(id));
       if (!cur) throw new AppError('ORG_ROLE_NOT_FOUND');
@@ -109,6 +112,7 @@ export class Org {
         { op: 'del', key: orgKeys.role(id), expect: cur.version },
         { op: 'del', key: orgKeys.roleName(cur.value.name) },
         { op: 'index', index: orgIndexes.roles, member: id, remove: true },
+        ...audited(by, 'role.delete', id, { name: cur.value.name }),
       ];
       fillers.forEach((identityId, i) => {
         const fillId = pairs[i]?.value.id;
@@ -131,7 +135,7 @@ export class Org {
     ];
   }
 
-  async createRing(body: Required<Pick<RingBody, 'name'>> & RingBody): Promise<Ring> {
+  async createRing(body: Required<Pick<RingBody, 'name'>> & RingBody, by: Principal): Promise<Ring> {
     const members = [...new Set(body.members ?? [])];
     await this.checkIdentities(members);
     const t = iso();
@@ -141,12 +145,13 @@ export class Org {
       { op: 'put', key: orgKeys.ring(ring.id), value: ring, expect: 0 },
       { op: 'index', index: orgIndexes.rings, member: ring.id },
       ...this.memberOps(ring.id, [], members),
+      ...audited(by, 'ring.create', ring.id, { name: ring.name }),
     ]);
     if (!res.ok) throw new AppError('ORG_RING_DUPLICATE', `A ring named "${body.name}" exists`);
     return ring;
   }
 
-  async updateRing(id: string, body: RingBody): Promise<Ring> {
+  async updateRing(id: string, body: RingBody, by: Principal): Promise<Ring> {
     if (body.members) await this.checkIdentities(body.members);
     return this.rt.retry(async () => {
       const cur = await this.store.get<Ring>(orgKeys.ring(id));
@@ -161,12 +166,13 @@ export class Org {
           { op: 'put', key: orgKeys.ring(id), value: next, expect: cur.version },
           ...this.renameOps(orgKeys.ringName, id, cur.value.name, next.name),
           ...this.memberOps(id, cur.value.members, next.members),
+          ...audited(by, 'ring.update', id),
         ],
       };
     });
   }
 
-  async deleteRing(id: string): Promise<Ring> {
+  async deleteRing(id: string, by: Principal): Promise<Ring> {
     return this.rt.retry(async () => {
       const cur = await this.store.get<Ring>(orgKeys.ring(id));
       if (!cur) throw new AppError('ORG_RING_NOT_FOUND');
@@ -177,6 +183,7 @@ export class Org {
           { op: 'del', key: orgKeys.ringName(cur.value.name) },
           { op: 'index', index: orgIndexes.rings, member: id, remove: true },
           ...this.memberOps(id, cur.value.members, []),
+          ...audited(by, 'ring.delete', id, { name: cur.value.name }),
         ],
       };
     });
@@ -187,7 +194,7 @@ export class Org {
     return fills.filter((f) => (!filter.role_id || f.role_id === filter.role_id) && (!filter.identity_id || f.identity_id === filter.identity_id));
   }
 
-  async createFill(identityId: string, roleId: string): Promise<Fill> {
+  async createFill(identityId: string, roleId: string, by: Principal): Promise<Fill> {
     const [identity, role] = await this.store.getMany([identityKeys.identity(identityId), orgKeys.role(roleId)]);
     if (!identity) throw new AppError('IDENTITY_NOT_FOUND');
     if (!role) throw new AppError('ORG_ROLE_NOT_FOUND');
@@ -200,6 +207,7 @@ export class Org {
       { op: 'index', index: orgIndexes.fills, member: fill.id },
       { op: 'index', index: orgIndexes.fillersOf(roleId), member: identityId },
       { op: 'index', index: orgIndexes.rolesOf(identityId), member: roleId },
+      ...audited(by, 'fill.create', fill.id, { identity_id: identityId, role_id: roleId }),
     ]);
     if (!res.ok) {
       if (res.conflict === orgKeys.fillPair(roleId, identityId)) throw new AppError('ORG_FILL_DUPLICATE');
@@ -217,14 +225,18 @@ export class Org {
     ];
   }
 
-  async deleteFill(id: string): Promise<Fill> {
+  async deleteFill(id: string, by: Principal): Promise<Fill> {
     const cur = await this.store.get<Fill>(orgKeys.fill(id));
     if (!cur) throw new AppError('ORG_FILL_NOT_FOUND');
-    const res = await this.store.commit([{ op: 'check', key: orgKeys.fill(id), expect: cur.version }, ...this.fillRemovalOps(cur.value)]);
+    const res = await this.store.commit([{ op: 'check', key: orgKeys.fill(id), expect: cur.version }, ...this.fillRemovalOps(cur.value), ...audited(by, 'fill.delete', id, { identity_id: cur.value.identity_id, role_id: cur.value.role_id })]);
     if (!res.ok) throw new AppError('ORG_FILL_NOT_FOUND');
     return cur.value;
   }
 }
+
+/** The audit entry of an org write, committed with it. */
+const audited = (by: Principal, action: string, target: string, details?: Record<string, unknown>): Op[] =>
+  auditOps({ actor: by.identity.id, action, target, requestId: by.requestId, details });
 
 function definedOf<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;

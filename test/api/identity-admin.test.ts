@@ -162,6 +162,28 @@ for (const backend of BACKENDS) {
       expect(await total()).toBe(before);
     });
 
+    it('role, ring and fill writes are audited with their actor; a refused one (duplicate name) writes nothing', async () => {
+      const m = await join(root.client, 'org-audited');
+      const role = expectOk(await root.client.post('/roles', { name: 'auditor-role' }), 201);
+      const ring = expectOk(await root.client.post('/rings', { name: 'auditor-ring', members: [m.id] }), 201);
+      const fill = expectOk(await root.client.post('/fills', { identity_id: m.id, role_id: role.id }), 201);
+      expectOk(await root.client.put(`/roles/${role.id}`, { purpose: 'audit' }));
+      expectOk(await root.client.put(`/rings/${ring.id}`, { purpose: 'audit' }));
+      expectOk(await root.client.del(`/fills/${fill.id}`));
+      expectOk(await root.client.del(`/rings/${ring.id}`));
+      expectOk(await root.client.del(`/roles/${role.id}`));
+      for (const [action, target] of [['role.create', role.id], ['role.update', role.id], ['role.delete', role.id], ['ring.create', ring.id], ['ring.update', ring.id], ['ring.delete', ring.id], ['fill.create', fill.id], ['fill.delete', fill.id]]) {
+        const found = await entries(root.client, `action=${action}&target=${target}`);
+        expect(found, action).toHaveLength(1);
+        expect(found[0], action).toMatchObject({ actor: root.id, action, target });
+      }
+      const total = async () => (await entries(root.client, 'limit=100')).length;
+      const before = await total();
+      expectOk(await root.client.post('/roles', { name: 'dup-role' }), 201);
+      expectError(await root.client.post('/roles', { name: 'DUP-role' }), 409, 'ORG_ROLE_DUPLICATE');
+      expect(await total()).toBe(before + 1);
+    });
+
     it('GET /admin/audit pages newest first and filters by actor, action, target and since', async () => {
       const s2 = await servers.start();
       const admin = await bootstrap(s2.url, 'auditor');
