@@ -3,6 +3,8 @@
  * (inbox reads, claims, acks, emits), so every rule stays with its service.
  */
 import type { Identities } from '../identity/identities.js';
+import type { Graph } from '../memory/graph.js';
+import type { Memories } from '../memory/service.js';
 import { publicKey, type Principal } from '../identity/model.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Org } from '../org/service.js';
@@ -46,6 +48,8 @@ export interface SurfaceServices {
   inbox: Inbox;
   org: Org;
   identities: Identities;
+  memories: Memories;
+  graph: Graph;
   /** extra sections of workflow.resume, keyed by their name in the answer */
   resumeParts?: Record<string, ResumePart>;
 }

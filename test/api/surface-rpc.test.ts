@@ -77,6 +77,60 @@ for (const backend of BACKENDS) {
       rpcError(await rpc(alice.client, 'thread.get', { signal_id: 'nope' }), 404, 'SIGNAL_NOT_FOUND', -32000);
     });
 
+    it('memory.store|get|list|query|recall|update|forget|relate act as REST does under the namespace ACL, with either separator', async () => {
+      const own = `agent:${alice.id}`;
+      const ids = (r: any) => r.memories.map((m: any) => m.id);
+      for (const sep of ['.', '/']) {
+        const call = (c: Client, name: string, params: unknown) => ok(c, `memory${sep}${name}`, params);
+        const refused = async (c: Client, name: string, params: unknown, status: number, code: string) => rpcError(await rpc(c, `memory${sep}${name}`, params), status, code, -32000);
+        const entity = `launch${sep === '.' ? 'dot' : 'slash'}`;
+        const m = await call(alice.client, 'store', { namespace: own, content: `the launch date is friday ${sep}`, entity, tags: ['rpc'] });
+        expect(m).toMatchObject({ namespace: own, owner: alice.id, entity, version: 1, deleted_at: null });
+        expect(expectOk(await alice.client.get(`/memory/${m.id}`))).toEqual(m);
+        const ring = await call(bob.client, 'store', { namespace: 'ring:Core', content: `the launch venue is the harbour ${sep}`, entity });
+        expect(ring.namespace).toBe('ring:core');
+        await refused(bob.client, 'store', { namespace: own, content: 'intrusion' }, 403, 'MEMORY_NAMESPACE_DENIED');
+        const bad = await rpc(alice.client, `memory${sep}store`, { namespace: own });
+        rpcError(bad, 400, 'RPC_INVALID_PARAMS', -32602);
+        expect(bad.body.error.data.details).toMatchObject({ field: 'content' });
+
+        expect(await call(alice.client, 'get', { id: m.id })).toEqual(m);
+        await refused(carol.client, 'get', { id: m.id }, 404, 'MEMORY_NOT_FOUND');
+
+        const listed = await call(alice.client, 'list', { namespace: own, entity, tags: ['rpc'], limit: 10 });
+        expect(listed).toEqual({ memories: [m], cursor: null, has_more: false });
+        expect(ids(await call(alice.client, 'list', { namespace: own, tags: ['nope'] }))).toEqual([]);
+        await refused(carol.client, 'list', { namespace: own }, 403, 'MEMORY_NAMESPACE_DENIED');
+
+        const found = await call(alice.client, 'query', { namespace: own, query: 'launch date', mode: 'keyword' });
+        expect(found.mode).toBe('keyword');
+        expect(ids(found)).toContain(m.id);
+        expect(found.memories[0].score).toBeGreaterThan(0);
+        await refused(carol.client, 'query', { namespace: 'ring:core', query: 'launch' }, 403, 'MEMORY_NAMESPACE_DENIED');
+
+        expect(ids(await call(alice.client, 'recall', { entity }))).toEqual([ring.id, m.id]);
+        const first = await call(alice.client, 'recall', { entity, limit: 1 });
+        expect(ids(first)).toEqual([ring.id]);
+        expect(ids(await call(alice.client, 'recall', { entity, after: first.cursor }))).toEqual([m.id]);
+        expect(ids(await call(bob.client, 'recall', { entity }))).toEqual([ring.id]);
+        expect(ids(await call(carol.client, 'recall', { entity }))).toEqual([]);
+
+        const updated = await call(alice.client, 'update', { id: m.id, content: `the launch date moved to monday ${sep}`, tags: ['rpc', 'v2'] });
+        expect(updated).toMatchObject({ id: m.id, content: `the launch date moved to monday ${sep}`, tags: ['rpc', 'v2'], version: 2 });
+        await refused(carol.client, 'update', { id: ring.id, content: 'x' }, 404, 'MEMORY_NOT_FOUND');
+
+        const edge = await call(alice.client, 'relate', { from_id: m.id, to_id: ring.id, relation: 'happens_at' });
+        expect(edge).toMatchObject({ from_id: m.id, to_id: ring.id, relation: 'happens_at' });
+        expect(expectOk(await alice.client.get(`/memory/relate/${m.id}/edges`)).edges.map((e: any) => e.id)).toEqual([edge.id]);
+        await refused(bob.client, 'relate', { from_id: ring.id, to_id: m.id, relation: 'x' }, 404, 'GRAPH_MEMORY_NOT_FOUND');
+
+        await refused(carol.client, 'forget', { id: ring.id }, 404, 'MEMORY_NOT_FOUND');
+        const gone = await call(alice.client, 'forget', { id: m.id });
+        expect(gone.deleted_at).not.toBeNull();
+        await refused(alice.client, 'get', { id: m.id }, 404, 'MEMORY_NOT_FOUND');
+      }
+    });
+
     it('signals.batch_emit: each item on its own, results in order', async () => {
       const res = await ok(alice.client, 'signals.batch_emit', {
         signals: [
