@@ -307,6 +307,12 @@ export class Memories {
     return this.scan(namespaces.map((ns) => memoryIndexes.byEntity(ns, entity)), after, limit, () => true);
   }
 
+  /** The newest memories of every namespace the caller may read (workflow.resume). */
+  async recent(p: Principal, limit: number): Promise<Memory[]> {
+    const namespaces = await this.acl.readable(p);
+    return (await this.scan(namespaces.map((ns) => memoryIndexes.byNamespace(ns)), undefined, limit, () => true)).items;
+  }
+
   private async scan(indexes: string[], after: string | undefined, limit: number, keep: (m: MemoryRecord) => boolean): Promise<Scanned<Memory>> {
     const t = now();
     const s = await scanDesc<MemoryRecord>(this.db, indexes, { before: after, limit, load: (ids) => this.records(ids), keep: (m) => isLive(m, t) && keep(m) });

@@ -252,6 +252,35 @@ for (const backend of BACKENDS) {
       expect(r.inbox.top.map((s: any) => s.id)).toEqual(inbox.signals.slice(0, 5).map((s: any) => s.id));
     });
 
+    it('workflow.resume: the newest memories the caller may read and the active workstreams it created or linked to', async () => {
+      const inRole = await ok(carol.client, 'memory.store', { namespace: 'role:Builder', content: 'resume: builder conventions' });
+      const forgotten = await ok(carol.client, 'memory.store', { namespace: `agent:${carol.id}`, content: 'resume: a note carol drops' });
+      const hidden = await ok(alice.client, 'memory.store', { namespace: `agent:${alice.id}`, content: 'resume: alice private' });
+      const mine = await ok(carol.client, 'memory.store', { namespace: `agent:${carol.id}`, content: 'resume: carol private' });
+      const org = await ok(bob.client, 'memory.store', { namespace: 'org', content: 'resume: org news' });
+      await ok(carol.client, 'memory.forget', { id: forgotten.id });
+
+      const created = expectOk(await carol.client.post('/workstreams', { name: 'carol own' }), 201);
+      const linked = expectOk(await alice.client.post('/workstreams', { name: 'alice, carol linked' }), 201);
+      const note = await ok(carol.client, 'signals.emit', { signal_type: 'pulse', content: 'resume link target' });
+      expectOk(await carol.client.post(`/workstreams/${linked.id}/links`, { kind: 'signal', id: note.id }), 201);
+      const others = expectOk(await alice.client.post('/workstreams', { name: 'alice only' }), 201);
+      const done = expectOk(await carol.client.post('/workstreams', { name: 'carol done', status: 'done' }), 201);
+
+      const r = await ok(carol.client, 'workflow.resume', {});
+      const ids = r.memories.map((m: any) => m.id);
+      expect(ids.slice(0, 3)).toEqual([org.id, mine.id, inRole.id]);
+      expect(ids).not.toContain(hidden.id);
+      expect(ids).not.toContain(forgotten.id);
+      expect(r.memories.length).toBeLessThanOrEqual(10);
+      expect(r.workstreams.map((w: any) => w.id)).toEqual([linked.id, created.id]);
+      expect(r.workstreams.map((w: any) => w.id)).not.toContain(others.id);
+      expect(r.workstreams.map((w: any) => w.id)).not.toContain(done.id);
+      const a = await ok(alice.client, 'workflow/resume', {});
+      expect(a.memories.map((m: any) => m.id)).toContain(hidden.id);
+      expect(a.workstreams.map((w: any) => w.id).slice(0, 2)).toEqual([others.id, linked.id]);
+    });
+
     it('a batch answers 200 with per-item results and errors, in order; notifications get no answer', async () => {
       const res = await alice.client.req('POST', '/rpc', [
         { jsonrpc: '2.0', id: 'a', method: 'identity.whoami' },
