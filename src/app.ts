@@ -89,6 +89,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
   const jobs = new Jobs(runtime, memories, log);
+  const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
+  workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -105,7 +107,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     stats: new Stats(store, presence, health),
     workspace,
     artifacts,
-    workstreams: new Workstreams(runtime, signals, workspace, artifacts),
+    workstreams,
     memories,
     graph: new Graph(runtime, acl, memories),
     shares,

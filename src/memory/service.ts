@@ -291,6 +291,12 @@ export class Memories {
     return r;
   }
 
+  /** A workstream link's summary: the memory when it exists and the caller may read it, else undefined. */
+  async linkSummary(p: Principal, id: string): Promise<{ memory: Memory } | undefined> {
+    const r = (await this.db.get<MemoryRecord>(memoryKeys.memory(id)))?.value;
+    return isLive(r, now()) && (await this.acl.canRead(p, r.namespace)) ? { memory: memoryView(r) } : undefined;
+  }
+
   async get(p: Principal, id: string): Promise<Memory> {
     return memoryView(await this.readable(p, id));
   }
