@@ -88,7 +88,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
-  const jobs = new Jobs(runtime, memories, log);
+  const jobs = new Jobs(runtime, memories, artifacts, log);
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const services = {

@@ -22,7 +22,7 @@ const ShareBody = compile(
 );
 
 const JobBody = compile(Type.Object({ namespace: Type.Optional(Name) }));
-const ImportBody = compile(Type.Object({ ndjson: Type.String({ minLength: 1 }) }));
+const ImportBody = compile(Type.Object({ ndjson: Type.Optional(Type.String({ minLength: 1 })), artifact_id: Type.Optional(Type.String({ minLength: 1 })) }));
 
 const jobRoutes = (s: Services, kind: 're-embed' | 'export' | 'import'): Route<Principal>[] => [
   {
