@@ -94,7 +94,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
-  const jobs = new Jobs(runtime, memories, log);
+  const jobs = new Jobs(runtime, memories, artifacts, log);
+  const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
+  workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -112,7 +114,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     metrics,
     workspace,
     artifacts,
-    workstreams: new Workstreams(runtime, signals, workspace, artifacts),
+    workstreams,
     memories,
     graph: new Graph(runtime, acl, memories),
     shares,

@@ -1,65 +1,13 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
-import { MEMORY_TYPES } from '../memory/model.js';
+import { EdgeFields, IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Time, UpdateBody } from '../memory/schemas.js';
 import { commaList, compile } from '../validation.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
 
-const Name = Type.String({ minLength: 1, maxLength: 500 });
-const Content = Type.String({ minLength: 1, maxLength: 100_000 });
-const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 });
-const MemoryType = Type.Union(MEMORY_TYPES.map((t) => Type.Literal(t)));
-const Embedding = Type.Array(Type.Number(), { minItems: 1, maxItems: 4096 });
-const Confidence = Type.Number({ minimum: 0, maximum: 1 });
-const Metadata = Type.Record(Type.String(), Type.Unknown());
-
-const StoreBody = compile(
-  Type.Object({
-    namespace: Name,
-    content: Content,
-    memory_type: Type.Optional(MemoryType),
-    entity: Type.Optional(Name),
-    category: Type.Optional(Name),
-    tags: Type.Optional(Tags),
-    confidence: Type.Optional(Confidence),
-    source: Type.Optional(Name),
-    metadata: Type.Optional(Metadata),
-    expires_at: Type.Optional(Type.String({ format: 'date-time' })),
-    embedding: Type.Optional(Embedding),
-    allow_duplicate: Type.Optional(Type.Boolean()),
-  }),
-);
-const UpdateBody = compile(
-  Type.Object({ content: Type.Optional(Content), tags: Type.Optional(Tags), metadata: Type.Optional(Metadata), confidence: Type.Optional(Confidence), embedding: Type.Optional(Embedding) }),
-);
-const ForgetBody = compile(Type.Object({ id: Type.String({ minLength: 1 }) }));
-const QueryBody = compile(
-  Type.Object({
-    query: Content,
-    namespace: Name,
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
-    min_score: Type.Optional(Type.Number()),
-    entity: Type.Optional(Name),
-    category: Type.Optional(Name),
-    memory_type: Type.Optional(MemoryType),
-    tags: Type.Optional(Tags),
-    mode: Type.Optional(Type.Union([Type.Literal('semantic'), Type.Literal('keyword'), Type.Literal('hybrid')])),
-    embedding: Type.Optional(Embedding),
-  }),
-);
-const ListQuery = compile(
-  Type.Object({ namespace: Name, category: Type.Optional(Name), entity: Type.Optional(Name), memory_type: Type.Optional(MemoryType), tags: Type.Optional(Name), after: After, limit: Limit }),
-);
+const ListQuery = compile(Type.Object({ ...ListFilterFields, tags: Type.Optional(Name), after: After, limit: Limit }));
 const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
-const Time = Type.String({ format: 'date-time' });
-const EdgeFields = {
-  weight: Type.Optional(Type.Number()),
-  metadata: Type.Optional(Metadata),
-  valid_from: Type.Optional(Type.Union([Time, Type.Null()])),
-  valid_to: Type.Optional(Type.Union([Time, Type.Null()])),
-};
-const RelateBody = compile(Type.Object({ from_id: Type.String({ minLength: 1 }), to_id: Type.String({ minLength: 1 }), relation: Name, ...EdgeFields }));
 const EdgeUpdateBody = compile(Type.Object({ relation: Type.Optional(Name), ...EdgeFields }));
 const EdgesQuery = compile(Type.Object({ direction: Type.Optional(Type.Union([Type.Literal('out'), Type.Literal('in'), Type.Literal('both')])), relation: Type.Optional(Name) }));
 const GraphQuery = compile(Type.Object({ depth: Type.Optional(Type.Integer({ minimum: 1, maximum: 3 })), relation: Type.Optional(Name), at: Type.Optional(Time) }));
@@ -74,7 +22,7 @@ const ShareBody = compile(
 );
 
 const JobBody = compile(Type.Object({ namespace: Type.Optional(Name) }));
-const ImportBody = compile(Type.Object({ ndjson: Type.String({ minLength: 1 }) }));
+const ImportBody = compile(Type.Object({ ndjson: Type.Optional(Type.String({ minLength: 1 })), artifact_id: Type.Optional(Type.String({ minLength: 1 })) }));
 
 const jobRoutes = (s: Services, kind: 're-embed' | 'export' | 'import'): Route<Principal>[] => [
   {
@@ -108,7 +56,7 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
     handler: async (r) => pageReply('memories', await s.memories.list(r.principal, { ...r.query, tags: commaList(r.query.tags) }, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
   { method: 'post', path: '/memory/query', auth: 'key', body: QueryBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.memories.query(r.principal, r.body) }) },
-  { method: 'post', path: '/memory/forget', auth: 'key', body: ForgetBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.memories.forget(r.principal, r.body.id) }) },
+  { method: 'post', path: '/memory/forget', auth: 'key', body: IdBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.memories.forget(r.principal, r.body.id) }) },
   {
     method: 'get',
     path: '/memory/recall/:entity',

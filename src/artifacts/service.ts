@@ -67,11 +67,16 @@ export class Artifacts {
 
   async upload(p: Principal, f: ArtifactFields, content: Readable, contentType: string): Promise<Artifact> {
     requireMember(p);
+    return this.create(p.identity.id, f, content, contentType);
+  }
+
+  /** An artifact uploaded on behalf of an identity by another part of the service (a memory export). */
+  async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string): Promise<Artifact> {
     if (!f.name || f.name.length > 255) throw new AppError('ARTIFACT_VALIDATION_FAILED', 'name must be 1-255 characters', { field: 'name' });
     const stored = await this.blobs.put(content, this.maxUploadBytes);
     const a: Artifact = {
       id: newId(), name: f.name, content_type: contentType, size: stored.size, sha256: stored.sha256, tags: [...new Set(f.tags ?? [])],
-      metadata: f.metadata ?? {}, visibility: f.visibility ?? 'org', uploaded_by: p.identity.id, created_at: iso(),
+      metadata: f.metadata ?? {}, visibility: f.visibility ?? 'org', uploaded_by: uploadedBy, created_at: iso(),
     };
     const ops: Op[] = [
       { op: 'put', key: artifactKeys.artifact(a.id), value: a, expect: 0 },

@@ -5,6 +5,7 @@
  */
 import { AppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
+import type { EventAudience } from '../journal/journal.js';
 import type { Org } from '../org/service.js';
 
 export type Namespace = { kind: 'org' } | { kind: 'agent' | 'role' | 'ring'; name: string };
@@ -27,6 +28,8 @@ export const inScopes = (scopes: string[], ns: string) => !scopes.length || scop
 export interface Grants {
   /** namespaces shared with this principal (read only) */
   sharedWith(p: Principal, places: Places): Promise<string[]>;
+  /** the live grantees of a namespace's shares: identity ids, role and ring names (lower-cased) */
+  granteesOf(ns: string): Promise<{ identities: string[]; roles: string[]; rings: string[] }>;
 }
 
 export interface Places {
@@ -82,6 +85,20 @@ export class Acl {
     const ns = canonicalNamespace(raw);
     if (!(await this.canWrite(p, ns))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${ns}`, { namespace: ns });
     return ns;
+  }
+
+  /** Who a namespace's events are pushed to: its readers by the table above, share grantees included. */
+  async audienceOf(ns: string): Promise<EventAudience> {
+    const n = parseNamespace(ns);
+    if (!n || n.kind === 'org') return { members: true };
+    const g = (await this.grants?.granteesOf(ns)) ?? { identities: [], roles: [], rings: [] };
+    const [roles, rings] = await Promise.all([this.ids(n.kind === 'role' ? [n.name, ...g.roles] : g.roles, 'role'), this.ids(n.kind === 'ring' ? [n.name, ...g.rings] : g.rings, 'ring')]);
+    return { identities: n.kind === 'agent' ? [n.name, ...g.identities] : g.identities, roles, rings };
+  }
+
+  private async ids(names: string[], kind: 'role' | 'ring'): Promise<string[]> {
+    const found = await Promise.all(names.map((name) => (kind === 'role' ? this.org.roleByName(name) : this.org.ringByName(name))));
+    return found.filter((x) => x !== undefined).map((x) => x.id);
   }
 
   /** Every namespace the principal may read, for reads across namespaces (recall). */

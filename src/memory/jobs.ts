@@ -6,7 +6,10 @@
  * keyed by batch number before that batch's PROGRESS, so a batch redone after a crash rewrites the same chunk.
  */
 import Type from 'typebox';
+import { Readable } from 'node:stream';
+import { text } from 'node:stream/consumers';
 import type { JobContext, JobKind } from '../../actors/memory-job.js';
+import type { Artifacts } from '../artifacts/service.js';
 import { iso, now } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -65,10 +68,12 @@ export class Jobs {
   constructor(
     private rt: Runtime,
     private memories: Memories,
+    private artifacts: Artifacts,
     private log: Logger,
   ) {}
 
-  async create(p: Principal, kind: JobKind, params: { namespace?: string; ndjson?: string }): Promise<ReturnType<typeof jobView>> {
+  async create(p: Principal, kind: JobKind, given: { namespace?: string; ndjson?: string; artifact_id?: string }): Promise<ReturnType<typeof jobView>> {
+    const params = kind === 'import' ? { ndjson: await this.importText(p, given) } : given;
     const namespace = params.namespace !== undefined ? canonicalNamespace(params.namespace) : null;
     const store = this.rt.store;
     const total =
@@ -89,15 +94,27 @@ export class Jobs {
     return jobView(record);
   }
 
+  /** An import's NDJSON: given inline, or the content of an artifact the caller may see. */
+  private async importText(p: Principal, b: { ndjson?: string; artifact_id?: string }): Promise<string> {
+    if ((b.ndjson === undefined) === (b.artifact_id === undefined)) throw new AppError('MEMORY_VALIDATION_FAILED', 'Exactly one of ndjson or artifact_id is required', { field: 'ndjson' });
+    if (b.ndjson !== undefined) return b.ndjson;
+    const ndjson = await text((await this.artifacts.content(p, b.artifact_id!, undefined)).stream);
+    if (!ndjson.trim()) throw new AppError('MEMORY_VALIDATION_FAILED', 'The artifact is empty', { field: 'artifact_id' });
+    return ndjson;
+  }
+
+  private async exportText(id: string, steps: number): Promise<string> {
+    const chunks = await this.rt.store.getMany<{ lines: string[] }>(Array.from({ length: steps }, (_, i) => chunkKey(id, i)));
+    return chunks.flatMap((c) => c?.value.lines ?? []).map((l) => l + '\n').join('');
+  }
+
   /** The job of this kind, with an export's NDJSON once it is complete; MEMORY_NOT_FOUND otherwise. */
   async get(kind: JobKind, id: string) {
     const r = (await this.rt.load<JobContext>(MEMORY_JOB, id))?.value;
     if (!r || r.context.kind !== kind) throw new AppError('MEMORY_NOT_FOUND', `No ${kind} job ${id}`, { id });
     const view = jobView(r);
     if (kind !== 'export' || r.value !== 'completed') return view;
-    const chunks = await this.rt.store.getMany<{ lines: string[] }>(Array.from({ length: r.context.step }, (_, i) => chunkKey(id, i)));
-    const lines = chunks.flatMap((c) => c?.value.lines ?? []);
-    return { ...view, result: { ...view.result, ndjson: lines.map((l) => l + '\n').join('') } };
+    return { ...view, result: { ...view.result, ndjson: await this.exportText(id, r.context.step) } };
   }
 
   async countsByState(): Promise<Record<string, number>> {
@@ -154,11 +171,27 @@ export class Jobs {
       }
       if (step.done) {
         const c = r.context;
-        await this.rt.send(MEMORY_JOB, id, { type: 'COMPLETE', result: { ...c.counts, ...(c.kind === 'export' ? { lines: c.counts.exported ?? 0 } : {}) } }, { quiet: true });
+        let result: Record<string, unknown> = c.counts;
+        try {
+          if (c.kind === 'export') result = { ...c.counts, lines: c.counts.exported ?? 0, artifact_id: await this.exportArtifact(c) };
+        } catch (e) {
+          this.log.warn({ err: e, job: id }, 'memory export upload failed');
+          await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: isAppError(e) ? `${e.code}: ${e.message}` : String((e as Error).message) }, { quiet: true });
+          return;
+        }
+        await this.rt.send(MEMORY_JOB, id, { type: 'COMPLETE', result }, { quiet: true });
         return;
       }
       await this.rt.send(MEMORY_JOB, id, { type: 'PROGRESS', lease_until: now() + LEASE_MS, ...step }, { quiet: true });
     }
+  }
+
+  /** The finished export as a private artifact of the admin who started it (a crash before COMPLETE uploads it again). */
+  private async exportArtifact(c: JobContext): Promise<string> {
+    const body = Buffer.from(await this.exportText(c.id, c.step), 'utf8');
+    const name = `memory-export-${c.params.namespace ?? 'all'}-${c.id}.ndjson`.replace(/[^\w.-]/g, '_');
+    const a = await this.artifacts.create(c.created_by, { name, visibility: 'private', tags: ['memory-export'], metadata: { job_id: c.id, namespace: c.params.namespace } }, Readable.from([body]), 'application/x-ndjson');
+    return a.id;
   }
 
   private async step(c: JobContext): Promise<Step> {

@@ -11,6 +11,7 @@ import { fromBase64, normalize, toBase64, type Embedder } from '../embedding/pro
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
+import { eventOp, type EventAudience } from '../journal/journal.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
@@ -173,12 +174,12 @@ export class Memories {
       embedding: vector ? toBase64(vector) : null,
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
-    await this.insert(rec);
+    await this.insert(rec, await this.acl.audienceOf(namespace));
     return { memory: memoryView(rec), created: true };
   }
 
-  /** Commits a new memory with its indexes and the namespace count (the quota), then indexes it. False when the id exists. */
-  private async insert(rec: MemoryRecord): Promise<boolean> {
+  /** Commits a new memory with its indexes and the namespace count (the quota), and `memory.stored` when an audience is given, then indexes it. False when the id exists. */
+  private async insert(rec: MemoryRecord, audience?: EventAudience): Promise<boolean> {
     const namespace = rec.namespace;
     const created = await this.rt.retry(async () => {
       const nsKey = memoryKeys.namespace(namespace);
@@ -193,6 +194,7 @@ export class Memories {
           { op: 'index', index: memoryIndexes.namespaces, member: namespace },
           { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
+          ...(audience ? [memoryEvent('memory.stored', rec, audience)] : []),
         ],
         result: true,
       };
@@ -289,6 +291,12 @@ export class Memories {
     return r;
   }
 
+  /** A workstream link's summary: the memory when it exists and the caller may read it, else undefined. */
+  async linkSummary(p: Principal, id: string): Promise<{ memory: Memory } | undefined> {
+    const r = (await this.db.get<MemoryRecord>(memoryKeys.memory(id)))?.value;
+    return isLive(r, now()) && (await this.acl.canRead(p, r.namespace)) ? { memory: memoryView(r) } : undefined;
+  }
+
   async get(p: Principal, id: string): Promise<Memory> {
     return memoryView(await this.readable(p, id));
   }
@@ -305,6 +313,12 @@ export class Memories {
     return this.scan(namespaces.map((ns) => memoryIndexes.byEntity(ns, entity)), after, limit, () => true);
   }
 
+  /** The newest memories of every namespace the caller may read (workflow.resume). */
+  async recent(p: Principal, limit: number): Promise<Memory[]> {
+    const namespaces = await this.acl.readable(p);
+    return (await this.scan(namespaces.map((ns) => memoryIndexes.byNamespace(ns)), undefined, limit, () => true)).items;
+  }
+
   private async scan(indexes: string[], after: string | undefined, limit: number, keep: (m: MemoryRecord) => boolean): Promise<Scanned<Memory>> {
     const t = now();
     const s = await scanDesc<MemoryRecord>(this.db, indexes, { before: after, limit, load: (ids) => this.records(ids), keep: (m) => isLive(m, t) && keep(m) });
@@ -315,13 +329,13 @@ export class Memories {
   async forget(p: Principal, id: string): Promise<Memory> {
     const rec = await this.readable(p, id);
     if (!(await this.acl.canWrite(p, rec.namespace))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${rec.namespace}`, { namespace: rec.namespace });
-    const done = await this.softDelete(id, (m) => isLive(m, now()));
+    const done = await this.softDelete(id, (m) => isLive(m, now()), await this.acl.audienceOf(rec.namespace));
     if (!done) throw new AppError('MEMORY_NOT_FOUND', `No memory ${id}`, { id });
     return memoryView(done);
   }
 
-  /** Sets `deleted_at`, drops the indexes, the vector entry and one from the namespace count, if `still` holds for the stored record. */
-  private async softDelete(id: string, still: (m: MemoryRecord) => boolean): Promise<MemoryRecord | undefined> {
+  /** Sets `deleted_at`, drops the indexes, the vector entry and one from the namespace count, if `still` holds for the stored record; `memory.forgotten` when an audience is given. */
+  private async softDelete(id: string, still: (m: MemoryRecord) => boolean, audience?: EventAudience): Promise<MemoryRecord | undefined> {
     const done = await this.rt.retry(async () => {
       const cur = await this.db.get<MemoryRecord>(memoryKeys.memory(id));
       if (!cur || cur.value.deleted_at !== null || !still(cur.value)) return { result: undefined };
@@ -334,6 +348,7 @@ export class Memories {
           { op: 'put', key: memoryKeys.namespace(next.namespace), value: { namespace: next.namespace, count: Math.max(0, (ns?.value.count ?? 1) - 1) }, expect: ns?.version ?? 0 },
           { op: 'index', index: memoryIndexes.unindexed, member: id },
           ...liveIndexes(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
+          ...(audience ? [memoryEvent('memory.forgotten', next, audience)] : []),
         ],
         result: next,
       };
@@ -380,6 +395,7 @@ export class Memories {
     if (!(await this.acl.canWrite(p, rec.namespace))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${rec.namespace}`, { namespace: rec.namespace });
     const given = this.vectorOf(b.embedding);
     const vector = given ?? (b.content !== undefined && b.content !== rec.content ? await this.embedContent(b.content) : undefined);
+    const audience = await this.acl.audienceOf(rec.namespace);
     const done = await this.rt.retry(async () => {
       const cur = await this.db.get<MemoryRecord>(memoryKeys.memory(id));
       if (!cur || !isLive(cur.value, now())) throw new AppError('MEMORY_NOT_FOUND', `No memory ${id}`, { id });
@@ -398,6 +414,7 @@ export class Memories {
           { op: 'put', key: memoryKeys.memory(id), value: next, expect: cur.version },
           { op: 'index', index: memoryIndexes.unindexed, member: id },
           ...indexDiff(cur.value, next),
+          memoryEvent('memory.updated', next, audience),
         ],
         result: next,
       };
@@ -456,6 +473,9 @@ export class Memories {
     return rows.map((r, i) => r?.value ?? { namespace: names[i], count: 0 });
   }
 }
+
+/** A memory event: pushed to the namespace's readers, narrowed by each key's memory_scopes. */
+const memoryEvent = (type: string, r: MemoryRecord, audience: EventAudience): Op => eventOp({ type, subject: 'memory', data: memoryView(r), audience, memory_namespace: r.namespace });
 
 /** Reciprocal rank fusion: score = Σ 1/(60 + rank) over the lists an item appears in (ranks from 1). */
 export function fuse(vector: Hit[], keyword: Hit[]): (Hit & { vector_rank: number | null; keyword_rank: number | null })[] {

@@ -67,6 +67,13 @@ export class Shares implements Grants {
     return cur.value;
   }
 
+  async granteesOf(ns: string): Promise<{ identities: string[]; roles: string[]; rings: string[] }> {
+    const t = now();
+    const live = (await this.list()).filter((s) => s.namespace === ns && (s.expires_at === null || Date.parse(s.expires_at) > t));
+    const of = (type: Share['grantee_type']) => live.filter((s) => s.grantee_type === type).map((s) => s.grantee);
+    return { identities: of('identity'), roles: of('role'), rings: of('ring') };
+  }
+
   async sharedWith(p: Principal, places: Places): Promise<string[]> {
     const t = now();
     return (await this.list())

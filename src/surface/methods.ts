@@ -1,12 +1,14 @@
 /**
  * The method table /rpc and MCP share: name → params schema and one handler over the services REST calls.
  * Names accept `.` and `/` as separator (`inbox.check` = `inbox/check`). A part built on another branch
- * (memory.*, webhooks.list) is one more entry here.
+ * (webhooks.list) is one more entry here.
  */
 import Type, { type TSchema } from 'typebox';
 import { AppError, isAppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
+import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
+import type { StoreBody as StoreFields } from '../memory/service.js';
 import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
@@ -47,6 +49,8 @@ export const HandoffParams = obj({
   release_claim: Type.Optional(NonEmpty),
 });
 const PageParams = obj({ after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
+const MemoryListParams = obj({ ...ListFilterFields, tags: Type.Optional(Tags), after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
+const RecallParams = obj({ entity: Name, after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 const NoParams = compile(Type.Object({}, { additionalProperties: false }));
 
 type Params<V> = V extends Validator<infer T> ? T : never;
@@ -74,9 +78,26 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
     'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type): {signal} or {signal: null}.', (p, q) => w.next(p, q)),
+    ...memoryMethods(s),
     'handoff.create': method(HandoffParams, "Hand work on as a task signal (summary, links, acceptance criteria in payload.handoff), first completing or releasing the caller's own claim: {signal, claim}.", (p, q) => w.handoff(p, q)),
   };
 }
+
+/** The memory calls: the same service calls as the REST handlers of src/api/memory.ts, under the same namespace ACL. */
+const memoryMethods = (s: SurfaceServices): MethodTable => ({
+  'memory.store': method(StoreBody, 'Store a memory in a namespace the caller may write; answers the Memory (an existing near-duplicate with metadata.deduplicated unless allow_duplicate).', async (p, q) => (await s.memories.store(p, q as StoreFields)).memory),
+  'memory.get': method(IdBody, 'One memory the caller may read.', (p, q) => s.memories.get(p, q.id)),
+  'memory.list': method(MemoryListParams, 'Memories of a namespace, newest first, filtered by entity, category, memory_type and tags (all): {memories, cursor, has_more}.', async (p, q) =>
+    page('memories', await s.memories.list(p, q, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
+  ),
+  'memory.query': method(QueryBody, 'Search a namespace: semantic, keyword or hybrid (default) with filters: {memories (each with score), mode}.', (p, q) => s.memories.query(p, q)),
+  'memory.recall': method(RecallParams, 'Memories about an entity in every namespace the caller may read, newest first: {memories, cursor, has_more}.', async (p, q) =>
+    page('memories', await s.memories.recall(p, q.entity, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
+  ),
+  'memory.update': method(UpdateParams, "Change a memory's content, tags, metadata or confidence (write access to its namespace); answers the Memory.", (p, { id, ...b }) => s.memories.update(p, id, b)),
+  'memory.forget': method(IdBody, 'Forget a memory (soft delete; write access to its namespace); answers the Memory with deleted_at.', (p, q) => s.memories.forget(p, q.id)),
+  'memory.relate': method(RelateBody, 'Relate two readable memories by a named edge (write access to the source namespace); answers the Edge.', (p, q) => s.graph.relate(p, q)),
+});
 
 /** `inbox/check` and `inbox.check` name the same method. */
 export const canonicalName = (name: string) => name.replace(/\//g, '.');

@@ -3,15 +3,18 @@
  * (inbox reads, claims, acks, emits), so every rule stays with its service.
  */
 import type { Identities } from '../identity/identities.js';
+import type { Graph } from '../memory/graph.js';
+import type { Memories } from '../memory/service.js';
 import { publicKey, type Principal } from '../identity/model.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Org } from '../org/service.js';
 import type { Inbox, InboxItem } from '../signals/inbox.js';
 import type { Signal } from '../signals/kind.js';
 import type { Signals } from '../signals/service.js';
+import type { Workstreams } from '../workstreams/service.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
-export const SCAN = { page: 100, nextPages: 10, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5 };
+export const SCAN = { page: 100, nextPages: 10, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
 
 /** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
 const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
@@ -46,12 +49,23 @@ export interface SurfaceServices {
   inbox: Inbox;
   org: Org;
   identities: Identities;
+  memories: Memories;
+  graph: Graph;
+  workstreams: Workstreams;
   /** extra sections of workflow.resume, keyed by their name in the answer */
   resumeParts?: Record<string, ResumePart>;
 }
 
 export class Workflow {
-  constructor(private s: SurfaceServices) {}
+  private parts: Record<string, ResumePart>;
+
+  constructor(private s: SurfaceServices) {
+    this.parts = {
+      memories: (p) => s.memories.recent(p, SCAN.resumeMemories),
+      workstreams: (p) => s.workstreams.activeFor(p, SCAN.resumeWorkstreams),
+      ...s.resumeParts,
+    };
+  }
 
   async whoami(p: Principal) {
     const { roles, rings } = await this.places(p);
@@ -70,7 +84,7 @@ export class Workflow {
   /** Everything an agent needs after a restart, in one answer. */
   async resume(p: Principal) {
     const [me, tasks, inbox] = await Promise.all([this.whoami(p), this.heldTasks(p), this.unread(p)]);
-    const extra = Object.entries(this.s.resumeParts ?? {});
+    const extra = Object.entries(this.parts);
     const parts = await Promise.all(extra.map(async ([name, part]) => [name, await part(p)] as const));
     return { ...me, tasks, inbox, ...Object.fromEntries(parts) };
   }

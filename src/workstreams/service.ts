@@ -104,6 +104,13 @@ export class Workstreams {
     });
   }
 
+  /** Active workstreams the caller created or linked something to, newest first (workflow.resume); none for a non-member. */
+  async activeFor(p: Principal, limit: number): Promise<Workstream[]> {
+    if (p.membership?.status !== 'active') return [];
+    const mine = (w: Workstream) => w.status === 'active' && (w.created_by === p.identity.id || w.links.some((l) => l.linked_by === p.identity.id));
+    return (await scanDesc(this.store, [workstreamIndexes.all], { limit, load: async (ids) => (await this.store.getMany<Workstream>(ids.map(workstreamKeys.workstream))).map((r) => r?.value), keep: mine })).items;
+  }
+
   async update(p: Principal, id: string, b: WorkstreamBody): Promise<Workstream> {
     requireMember(p);
     return this.rt.retry(async () => {

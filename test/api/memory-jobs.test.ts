@@ -4,6 +4,7 @@
  * restart resumes from its last batch and completes, unknown jobs, and GET /memory/stats.
  */
 import { describe, expect, it } from 'vitest';
+import { download, upload } from '../helpers/blobs.js';
 import { bootstrap, Client, join } from '../helpers/client.js';
 import { REDISEARCH_MODULE } from '../helpers/redis.js';
 import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
@@ -65,6 +66,44 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
     const stats = expectOk(await rootB.client.get('/memory/stats'));
     expect(stats).toMatchObject({ namespaces: [{ namespace: 'org', count: 5 }], total: 5, embedding: { provider: 'hash', dim: 384, backlog: { reembed: 0, unindexed: 0 } }, index: { kind: backend === 'redis' ? 'redisearch' : 'hnsw', size: 5 } });
     expect(stats.jobs).toEqual({ running: 0, completed: 2, failed: 0 });
+  });
+
+  it('export writes its NDJSON into the blob store as a private artifact; import reads one by artifact_id', async () => {
+    const a = await servers.start();
+    const rootA = await bootstrap(a.url);
+    const alice = await join(rootA.client, 'alice');
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(expectOk(await alice.client.post('/memory/store', { namespace: 'org', content: `artifact round trip fact ${['one', 'two', 'three'][i]}`, entity: 'trip', tags: ['art'] }), 201));
+    const done = await finished(rootA.client, 'export', expectOk(await rootA.client.post('/memory/admin/export', { namespace: 'org' }), 202).id);
+    expect(done).toMatchObject({ state: 'completed', result: { exported: 3, lines: 3, artifact_id: expect.stringMatching(/^[0-9A-Z]{26}$/) } });
+    const meta = expectOk(await rootA.client.get(`/artifacts/${done.result.artifact_id}?meta=true`));
+    expect(meta).toMatchObject({ visibility: 'private', uploaded_by: rootA.id, content_type: 'application/x-ndjson', tags: ['memory-export'], metadata: { job_id: done.id, namespace: 'org' } });
+    const file = await download(a.url, rootA.key, `/artifacts/${done.result.artifact_id}`);
+    expect(file.status).toBe(200);
+    expect(file.bytes.toString('utf8')).toBe(done.result.ndjson);
+    expect(file.bytes.toString('utf8').trim().split('\n').map((l) => JSON.parse(l).id).sort()).toEqual(made.map((m) => m.id).sort());
+    // the export holds every namespace it covers: other members do not see the artifact
+    expectError(await alice.client.get(`/artifacts/${done.result.artifact_id}?meta=true`), 404, 'ARTIFACT_NOT_FOUND');
+    // importing it where it came from skips every id
+    const same = await finished(rootA.client, 'import', expectOk(await rootA.client.post('/memory/admin/import', { artifact_id: done.result.artifact_id }), 202).id);
+    expect(same.counts).toEqual({ imported: 0, skipped: 3, failed: 0 });
+
+    const b = await servers.start();
+    const rootB = await bootstrap(b.url);
+    const moved = expectOk(await upload(b.url, rootB.key, '/artifacts/upload', file.bytes, { fields: { name: 'export.ndjson' }, type: 'application/x-ndjson' }), 201);
+    const imp = expectOk(await rootB.client.post('/memory/admin/import', { artifact_id: moved.id }), 202);
+    expect(imp.progress.total).toBe(3);
+    const idone = await finished(rootB.client, 'import', imp.id);
+    expect(idone).toMatchObject({ state: 'completed', counts: { imported: 3, skipped: 0, failed: 0 } });
+    expect(await listAll(rootB.client, 'org')).toEqual(await listAll(alice.client, 'org'));
+
+    const bob = await join(rootB.client, 'bob');
+    const hidden = expectOk(await upload(b.url, bob.key, '/artifacts/upload', file.bytes, { fields: { name: 'bob.ndjson', visibility: 'private' }, type: 'application/x-ndjson' }), 201);
+    expectError(await bob.client.post('/memory/admin/import', { artifact_id: hidden.id }), 403, 'AUTH_ADMIN_REQUIRED');
+    expectError(await rootB.client.post('/memory/admin/import', { artifact_id: UNKNOWN }), 404, 'ARTIFACT_NOT_FOUND');
+    expectError(await rootB.client.post('/memory/admin/import', { artifact_id: moved.id, ndjson: '{}' }), 400, 'MEMORY_VALIDATION_FAILED', 'ndjson');
+    const empty = expectOk(await upload(b.url, rootB.key, '/artifacts/upload', '\n', { fields: { name: 'empty.ndjson' }, type: 'application/x-ndjson' }), 201);
+    expectError(await rootB.client.post('/memory/admin/import', { artifact_id: empty.id }), 400, 'MEMORY_VALIDATION_FAILED', 'artifact_id');
   });
 
   it('GET /memory/stats shows a member only the namespaces it may read', async () => {

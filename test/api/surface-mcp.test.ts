@@ -6,13 +6,17 @@
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreBody } from '../../src/memory/schemas.js';
 import { EmitBody } from '../../src/signals/schemas.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk } from './support.js';
 
-/** the tools built on this branch; the seven svc_memory_* tools come with the memory service */
-const BUILT = ['svc_emit_signal', 'svc_batch_emit', 'svc_check_inbox', 'svc_claim_task', 'svc_ack_signal', 'svc_search_signals', 'svc_get_thread', 'svc_whoami', 'svc_list_roles', 'svc_list_rings', 'svc_list_identities'];
+/** the interface's eighteen tools */
+const TOOLS = [
+  'svc_emit_signal', 'svc_batch_emit', 'svc_check_inbox', 'svc_claim_task', 'svc_ack_signal', 'svc_search_signals', 'svc_get_thread', 'svc_whoami', 'svc_list_roles', 'svc_list_rings', 'svc_list_identities',
+  'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate',
+];
 
 async function connect(url: string, key: string) {
   const client = new McpClient({ name: 'test', version: '1.0.0' });
@@ -63,7 +67,8 @@ for (const backend of BACKENDS) {
 
     it('lists every tool with an input schema generated from the shared TypeBox schema', async () => {
       const { tools } = await a.client.listTools();
-      expect(tools.map((t) => t.name).sort()).toEqual([...BUILT].sort());
+      expect(tools).toHaveLength(18);
+      expect(tools.map((t) => t.name).sort()).toEqual([...TOOLS].sort());
       for (const t of tools) {
         expect(t.inputSchema.type).toBe('object');
         expect(t.description?.length).toBeGreaterThan(0);
@@ -71,6 +76,43 @@ for (const backend of BACKENDS) {
       const emit = tools.find((t) => t.name === 'svc_emit_signal')!;
       expect(emit.inputSchema).toEqual(JSON.parse(JSON.stringify(EmitBody.schema)));
       expect(emit.inputSchema.required).toEqual(['signal_type', 'content']);
+      const store = tools.find((t) => t.name === 'svc_memory_store')!;
+      expect(store.inputSchema).toEqual(JSON.parse(JSON.stringify(StoreBody.schema)));
+      expect(store.inputSchema.required).toEqual(['namespace', 'content']);
+    });
+
+    it('each memory tool works as the key identity under the namespace ACL, and is refused outside it', async () => {
+      const own = `agent:${alice.id}`;
+      const ids = (r: any) => r.memories.map((m: any) => m.id);
+      const m = result(await a.client.callTool({ name: 'svc_memory_store', arguments: { namespace: own, content: 'mcp memory of the release checklist', entity: 'release', tags: ['mcp'] } }));
+      expect(m).toMatchObject({ namespace: own, owner: alice.id, entity: 'release', version: 1 });
+      expect(expectOk(await alice.client.get(`/memory/${m.id}`))).toEqual(m);
+      const other = result(await a.client.callTool({ name: 'svc_memory_store', arguments: { namespace: 'org', content: 'mcp org memory of the release party', entity: 'release' } }));
+      refusal(await b.client.callTool({ name: 'svc_memory_store', arguments: { namespace: own, content: 'intrusion' } }), 'MEMORY_NAMESPACE_DENIED');
+      refusal(await a.client.callTool({ name: 'svc_memory_store', arguments: { namespace: own } }), 'RPC_INVALID_PARAMS');
+
+      expect(result(await a.client.callTool({ name: 'svc_memory_list', arguments: { namespace: own, tags: ['mcp'] } }))).toEqual({ memories: [m], cursor: null, has_more: false });
+      refusal(await b.client.callTool({ name: 'svc_memory_list', arguments: { namespace: own } }), 'MEMORY_NAMESPACE_DENIED');
+
+      const found = result(await a.client.callTool({ name: 'svc_memory_query', arguments: { namespace: own, query: 'release checklist', mode: 'keyword' } }));
+      expect(ids(found)).toEqual([m.id]);
+      refusal(await b.client.callTool({ name: 'svc_memory_query', arguments: { namespace: own, query: 'release' } }), 'MEMORY_NAMESPACE_DENIED');
+
+      expect(ids(result(await a.client.callTool({ name: 'svc_memory_recall', arguments: { entity: 'release' } })))).toEqual([other.id, m.id]);
+      expect(ids(result(await b.client.callTool({ name: 'svc_memory_recall', arguments: { entity: 'release' } })))).toEqual([other.id]);
+      refusal(await b.client.callTool({ name: 'svc_memory_recall', arguments: {} }), 'RPC_INVALID_PARAMS');
+
+      const updated = result(await a.client.callTool({ name: 'svc_memory_update', arguments: { id: m.id, content: 'mcp memory of the revised release checklist' } }));
+      expect(updated).toMatchObject({ id: m.id, version: 2, content: 'mcp memory of the revised release checklist' });
+      refusal(await b.client.callTool({ name: 'svc_memory_update', arguments: { id: m.id, content: 'x' } }), 'MEMORY_NOT_FOUND');
+
+      const edge = result(await a.client.callTool({ name: 'svc_memory_relate', arguments: { from_id: m.id, to_id: other.id, relation: 'precedes' } }));
+      expect(edge).toMatchObject({ from_id: m.id, to_id: other.id, relation: 'precedes' });
+      refusal(await b.client.callTool({ name: 'svc_memory_relate', arguments: { from_id: other.id, to_id: m.id, relation: 'x' } }), 'GRAPH_MEMORY_NOT_FOUND');
+
+      refusal(await b.client.callTool({ name: 'svc_memory_forget', arguments: { id: m.id } }), 'MEMORY_NOT_FOUND');
+      expect(result(await a.client.callTool({ name: 'svc_memory_forget', arguments: { id: m.id } })).deleted_at).not.toBeNull();
+      expectError(await alice.client.get(`/memory/${m.id}`), 404, 'MEMORY_NOT_FOUND');
     });
 
     it('each tool works as the key identity, and each refuses what REST refuses', async () => {

@@ -77,6 +77,60 @@ for (const backend of BACKENDS) {
       rpcError(await rpc(alice.client, 'thread.get', { signal_id: 'nope' }), 404, 'SIGNAL_NOT_FOUND', -32000);
     });
 
+    it('memory.store|get|list|query|recall|update|forget|relate act as REST does under the namespace ACL, with either separator', async () => {
+      const own = `agent:${alice.id}`;
+      const ids = (r: any) => r.memories.map((m: any) => m.id);
+      for (const sep of ['.', '/']) {
+        const call = (c: Client, name: string, params: unknown) => ok(c, `memory${sep}${name}`, params);
+        const refused = async (c: Client, name: string, params: unknown, status: number, code: string) => rpcError(await rpc(c, `memory${sep}${name}`, params), status, code, -32000);
+        const entity = `launch${sep === '.' ? 'dot' : 'slash'}`;
+        const m = await call(alice.client, 'store', { namespace: own, content: `the launch date is friday ${sep}`, entity, tags: ['rpc'] });
+        expect(m).toMatchObject({ namespace: own, owner: alice.id, entity, version: 1, deleted_at: null });
+        expect(expectOk(await alice.client.get(`/memory/${m.id}`))).toEqual(m);
+        const ring = await call(bob.client, 'store', { namespace: 'ring:Core', content: `the launch venue is the harbour ${sep}`, entity });
+        expect(ring.namespace).toBe('ring:core');
+        await refused(bob.client, 'store', { namespace: own, content: 'intrusion' }, 403, 'MEMORY_NAMESPACE_DENIED');
+        const bad = await rpc(alice.client, `memory${sep}store`, { namespace: own });
+        rpcError(bad, 400, 'RPC_INVALID_PARAMS', -32602);
+        expect(bad.body.error.data.details).toMatchObject({ field: 'content' });
+
+        expect(await call(alice.client, 'get', { id: m.id })).toEqual(m);
+        await refused(carol.client, 'get', { id: m.id }, 404, 'MEMORY_NOT_FOUND');
+
+        const listed = await call(alice.client, 'list', { namespace: own, entity, tags: ['rpc'], limit: 10 });
+        expect(listed).toEqual({ memories: [m], cursor: null, has_more: false });
+        expect(ids(await call(alice.client, 'list', { namespace: own, tags: ['nope'] }))).toEqual([]);
+        await refused(carol.client, 'list', { namespace: own }, 403, 'MEMORY_NAMESPACE_DENIED');
+
+        const found = await call(alice.client, 'query', { namespace: own, query: 'launch date', mode: 'keyword' });
+        expect(found.mode).toBe('keyword');
+        expect(ids(found)).toContain(m.id);
+        expect(found.memories[0].score).toBeGreaterThan(0);
+        await refused(carol.client, 'query', { namespace: 'ring:core', query: 'launch' }, 403, 'MEMORY_NAMESPACE_DENIED');
+
+        expect(ids(await call(alice.client, 'recall', { entity }))).toEqual([ring.id, m.id]);
+        const first = await call(alice.client, 'recall', { entity, limit: 1 });
+        expect(ids(first)).toEqual([ring.id]);
+        expect(ids(await call(alice.client, 'recall', { entity, after: first.cursor }))).toEqual([m.id]);
+        expect(ids(await call(bob.client, 'recall', { entity }))).toEqual([ring.id]);
+        expect(ids(await call(carol.client, 'recall', { entity }))).toEqual([]);
+
+        const updated = await call(alice.client, 'update', { id: m.id, content: `the launch date moved to monday ${sep}`, tags: ['rpc', 'v2'] });
+        expect(updated).toMatchObject({ id: m.id, content: `the launch date moved to monday ${sep}`, tags: ['rpc', 'v2'], version: 2 });
+        await refused(carol.client, 'update', { id: ring.id, content: 'x' }, 404, 'MEMORY_NOT_FOUND');
+
+        const edge = await call(alice.client, 'relate', { from_id: m.id, to_id: ring.id, relation: 'happens_at' });
+        expect(edge).toMatchObject({ from_id: m.id, to_id: ring.id, relation: 'happens_at' });
+        expect(expectOk(await alice.client.get(`/memory/relate/${m.id}/edges`)).edges.map((e: any) => e.id)).toEqual([edge.id]);
+        await refused(bob.client, 'relate', { from_id: ring.id, to_id: m.id, relation: 'x' }, 404, 'GRAPH_MEMORY_NOT_FOUND');
+
+        await refused(carol.client, 'forget', { id: ring.id }, 404, 'MEMORY_NOT_FOUND');
+        const gone = await call(alice.client, 'forget', { id: m.id });
+        expect(gone.deleted_at).not.toBeNull();
+        await refused(alice.client, 'get', { id: m.id }, 404, 'MEMORY_NOT_FOUND');
+      }
+    });
+
     it('signals.batch_emit: each item on its own, results in order', async () => {
       const res = await ok(alice.client, 'signals.batch_emit', {
         signals: [
@@ -196,6 +250,35 @@ for (const backend of BACKENDS) {
       expect(r.inbox.unread).toBe(inbox.signals.length);
       expect(r.inbox.unread_complete).toBe(true);
       expect(r.inbox.top.map((s: any) => s.id)).toEqual(inbox.signals.slice(0, 5).map((s: any) => s.id));
+    });
+
+    it('workflow.resume: the newest memories the caller may read and the active workstreams it created or linked to', async () => {
+      const inRole = await ok(carol.client, 'memory.store', { namespace: 'role:Builder', content: 'resume: builder conventions' });
+      const forgotten = await ok(carol.client, 'memory.store', { namespace: `agent:${carol.id}`, content: 'resume: a note carol drops' });
+      const hidden = await ok(alice.client, 'memory.store', { namespace: `agent:${alice.id}`, content: 'resume: alice private' });
+      const mine = await ok(carol.client, 'memory.store', { namespace: `agent:${carol.id}`, content: 'resume: carol private' });
+      const org = await ok(bob.client, 'memory.store', { namespace: 'org', content: 'resume: org news' });
+      await ok(carol.client, 'memory.forget', { id: forgotten.id });
+
+      const created = expectOk(await carol.client.post('/workstreams', { name: 'carol own' }), 201);
+      const linked = expectOk(await alice.client.post('/workstreams', { name: 'alice, carol linked' }), 201);
+      const note = await ok(carol.client, 'signals.emit', { signal_type: 'pulse', content: 'resume link target' });
+      expectOk(await carol.client.post(`/workstreams/${linked.id}/links`, { kind: 'signal', id: note.id }), 201);
+      const others = expectOk(await alice.client.post('/workstreams', { name: 'alice only' }), 201);
+      const done = expectOk(await carol.client.post('/workstreams', { name: 'carol done', status: 'done' }), 201);
+
+      const r = await ok(carol.client, 'workflow.resume', {});
+      const ids = r.memories.map((m: any) => m.id);
+      expect(ids.slice(0, 3)).toEqual([org.id, mine.id, inRole.id]);
+      expect(ids).not.toContain(hidden.id);
+      expect(ids).not.toContain(forgotten.id);
+      expect(r.memories.length).toBeLessThanOrEqual(10);
+      expect(r.workstreams.map((w: any) => w.id)).toEqual([linked.id, created.id]);
+      expect(r.workstreams.map((w: any) => w.id)).not.toContain(others.id);
+      expect(r.workstreams.map((w: any) => w.id)).not.toContain(done.id);
+      const a = await ok(alice.client, 'workflow/resume', {});
+      expect(a.memories.map((m: any) => m.id)).toContain(hidden.id);
+      expect(a.workstreams.map((w: any) => w.id).slice(0, 2)).toEqual([others.id, linked.id]);
     });
 
     it('a batch answers 200 with per-item results and errors, in order; notifications get no answer', async () => {
