@@ -20,7 +20,7 @@ import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
 import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
-import { FrontEnd } from './http/server.js';
+import { FrontEnd, type Route } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
 import { authRequestKind } from './identity/auth-request-kind.js';
@@ -57,6 +57,8 @@ export interface Service {
   runtime: Runtime;
   /** the push layer, for tests that check its bounds */
   realtime: Realtime;
+  /** the front end's live route table (REST, /rpc, /mcp, /a2a), for tests that sweep every route */
+  routes: readonly Route<Principal>[];
   log: Logger;
   close(): Promise<void>;
 }
@@ -147,6 +149,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     blobs,
     runtime,
     realtime,
+    routes: front.table,
     log,
     async close() {
       front.close();

@@ -76,11 +76,14 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 export class FrontEnd<P> {
   readonly app: TemplatedApp = uws.App();
   private listenSocket: unknown;
+  /** every route served, in order: the live table tests sweep (authorization matrix, fuzzing) */
+  readonly table: Route<P>[] = [];
 
   constructor(private opts: FrontEndOptions<P>) {}
 
   routes(routes: Route<P>[]): void {
     for (const r of routes) this.add(r);
+    this.table.push(...routes);
   }
 
   /** Must be called after every route: the catch-all answers NOT_FOUND. */
