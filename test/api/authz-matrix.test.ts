@@ -11,10 +11,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import type { Route } from '../../src/http/server.js';
 import { keys, type Membership } from '../../src/identity/model.js';
-import { catalogue } from '../../src/errors.js';
 import { bootstrap, Client, join, type Member, type Res } from '../helpers/client.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { emitOk, expectError, expectOk } from './support.js';
+import { expectNoLeak } from './leak.js';
 
 const METHOD = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', del: 'DELETE' } as const;
 const pathOf = (r: Route) => r.path.replace(/:[A-Za-z_]+/g, 'x');
@@ -34,17 +34,6 @@ async function call(url: string, key: string | undefined, r: Route): Promise<Res
     /* a text answer: checked for leaks as it is */
   }
   return { status: res.status, body };
-}
-
-/** No stack trace, file path or internal message in any answer; a 500 says only the catalogue's words. */
-export function expectNoLeak(res: Res): void {
-  const text = typeof res.body === 'string' ? res.body : JSON.stringify(res.body ?? '');
-  expect(text, text).not.toMatch(/\n\s+at |at .*\.(ts|js):\d+|node_modules|\/src\/|TypeError|ReferenceError|SyntaxError: /);
-  if (res.status >= 500 && res.body?.error) {
-    const code = res.body.error.code as keyof typeof catalogue;
-    expect(catalogue[code], `unknown code ${code}`).toBeDefined();
-    if (code === 'INTERNAL_SERVER_ERROR') expect(res.body.error.message).toBe(catalogue[code][1]);
-  }
 }
 
 /** Routes whose service demands an active membership: a suspended member gets POLICY_MEMBERSHIP_REQUIRED with a valid body. */
