@@ -21,6 +21,7 @@ import { Memories } from './memory/service.js';
 import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
+import { Idempotency } from './http/idempotency.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
 import { authRequestKind } from './identity/auth-request-kind.js';
@@ -114,6 +115,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     jobs,
     memoryStats: new MemoryStats(store, memories, jobs),
   };
+  const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     uploadLimit: config.maxUploadBytes,
@@ -126,6 +128,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       return p;
     },
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
+    idempotent: (p, key, request, exec) => idempotency.once(p.identity.id, key, request, exec),
   });
   front.routes(routes(services));
   const methods = methodTable(services);
