@@ -22,6 +22,7 @@ import { Memories } from './memory/service.js';
 import { Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
+import { Idempotency } from './http/idempotency.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
 import { authRequestKind } from './identity/auth-request-kind.js';
@@ -60,6 +61,8 @@ export interface Service {
   runtime: Runtime;
   /** the push layer, for tests that check its bounds */
   realtime: Realtime;
+  /** the front end's live route table (REST, /rpc, /mcp, /a2a), for tests that sweep every route */
+  routes: readonly Route<Principal>[];
   log: Logger;
   close(): Promise<void>;
 }
@@ -122,6 +125,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memoryStats: new MemoryStats(store, memories, jobs),
     actors: new Actors(runtime, auditOps),
   };
+  const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     uploadLimit: config.maxUploadBytes,
@@ -139,6 +143,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
+    idempotent: (p, key, request, exec) => idempotency.once(p.identity.id, key, request, exec),
   });
   // GET /openapi.json describes this array: every route served joins it
   const table = routes(services);
@@ -169,6 +174,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     blobs,
     runtime,
     realtime,
+    routes: front.table,
     log,
     async close() {
       front.close();

@@ -119,6 +119,9 @@ export const catalogue = {
   WORKSTREAM_NOT_FOUND: [404, 'Workstream not found'],
   WORKSTREAM_LINK_TARGET_NOT_FOUND: [404, 'The linked resource does not exist or is not visible'],
   WORKSTREAM_LINK_NOT_FOUND: [404, 'The workstream has no such link'],
+  // Idempotency-Key on create routes: the interface has no codes for a reused or still-running key (see docs/decisions.md).
+  IDEMPOTENCY_KEY_REUSED: [409, 'This Idempotency-Key was used with a different request'],
+  IDEMPOTENCY_KEY_IN_PROGRESS: [409, 'A request with this Idempotency-Key is still running; retry later'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -28,6 +28,7 @@ export const inviteRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'post',
     path: '/invite/create',
+    idempotent: true,
     auth: 'optional',
     body: CreateBody,
     invalid: 'INVITE_VALIDATION_FAILED',

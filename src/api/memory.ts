@@ -40,6 +40,7 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'post',
     path: '/memory/store',
+    idempotent: true,
     auth: 'key',
     body: StoreBody,
     invalid: 'MEMORY_VALIDATION_FAILED',

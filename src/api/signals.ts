@@ -30,6 +30,7 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'post',
     path: '/emit',
+    idempotent: true,
     auth: 'key',
     body: EmitBody,
     invalid: 'SIGNAL_EMIT_VALIDATION_FAILED',

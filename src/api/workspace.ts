@@ -19,7 +19,7 @@ const ListQuery = compile(Type.Object({ parent_id: Type.Optional(Id), kind: Type
 const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
 
 export const workspaceRoutes = ({ workspace }: Services): Route<Principal>[] => [
-  { method: 'post', path: '/workspace/folders', auth: 'key', body: FolderBody, invalid, handler: async (r) => ({ status: 201, data: await workspace.createFolder(r.principal, r.body) }) },
+  { method: 'post', path: '/workspace/folders', auth: 'key', idempotent: true, body: FolderBody, invalid, handler: async (r) => ({ status: 201, data: await workspace.createFolder(r.principal, r.body) }) },
   {
     method: 'get',
     path: '/workspace/items',

@@ -25,7 +25,7 @@ export const workstreamRoutes = ({ workstreams }: Services): Route<Principal>[] 
     query: ListQuery,
     handler: async (r) => pageReply('workstreams', await workstreams.list(r.principal, r.query, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
-  { method: 'post', path: '/workstreams', auth: 'key', body: CreateBody, invalid, handler: async (r) => ({ status: 201, data: await workstreams.create(r.principal, r.body) }) },
+  { method: 'post', path: '/workstreams', auth: 'key', idempotent: true, body: CreateBody, invalid, handler: async (r) => ({ status: 201, data: await workstreams.create(r.principal, r.body) }) },
   { method: 'get', path: '/workstreams/:id', auth: 'key', handler: async (r) => ({ data: await workstreams.get(r.principal, r.params.id) }) },
   { method: 'patch', path: '/workstreams/:id', auth: 'key', body: PatchBody, invalid, handler: async (r) => ({ data: await workstreams.update(r.principal, r.params.id, r.body) }) },
   { method: 'get', path: '/workstreams/:id/context', auth: 'key', handler: async (r) => ({ data: await workstreams.context(r.principal, r.params.id) }) },

@@ -71,6 +71,8 @@ export interface Route<P = any> {
   stream?: boolean;
   /** hand the unparsed body to the handler as `raw` */
   raw?: boolean;
+  /** a create route: an `Idempotency-Key` header makes a retry answer the first reply (FrontEndOptions.idempotent) */
+  idempotent?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -84,6 +86,8 @@ export interface FrontEndOptions<P> {
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
   answered?(a: Answered): void;
+  /** runs an idempotent route's handler once per principal and key (`request` identifies the body) */
+  idempotent?(principal: P, key: string, request: string, exec: () => Promise<Reply>): Promise<Reply>;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -91,11 +95,14 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 export class FrontEnd<P> {
   readonly app: TemplatedApp = uws.App();
   private listenSocket: unknown;
+  /** every route served, in order: the live table tests sweep (authorization matrix, fuzzing) */
+  readonly table: Route<P>[] = [];
 
   constructor(private opts: FrontEndOptions<P>) {}
 
   routes(routes: Route<P>[]): void {
     for (const r of routes) this.add(r);
+    this.table.push(...routes);
   }
 
   /** Must be called after every route: the catch-all answers NOT_FOUND. */
@@ -142,7 +149,9 @@ export class FrontEnd<P> {
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
+      const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
+      const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;
+      const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, `${r.method} ${r.path} ${JSON.stringify(params)} ${JSON.stringify(body ?? null)}`, exec) : await exec();
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
       const extra = { ...out.headers, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };

@@ -18,6 +18,8 @@ export interface EmbeddedStore extends Store {
 const SEP = '\u0000';
 const END = '\u0001';
 const K = (s: string) => Buffer.from(s, 'utf8');
+/** LMDB's largest key at its default page size */
+const MAX_KEY_BYTES = 1978;
 const S = (b: unknown) => (b as Buffer).toString('utf8');
 const pad = (n: number) => String(Math.max(0, Math.floor(n))).padStart(16, '0');
 /** Bytewise (UTF-8) order, as LMDB sorts keys; JS `<` compares UTF-16 code units, which differs above U+FFFF. */
@@ -56,7 +58,10 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   };
 
   const getRec = <T>(key: string): Versioned<T> | undefined => {
-    const r = recs.get(K(key));
+    const k = K(key);
+    // LMDB throws on a key past its size limit; no record was ever written under one (a client's overlong id)
+    if (k.length > MAX_KEY_BYTES) return undefined;
+    const r = recs.get(k);
     return r ? { version: r.v, value: r.d as T } : undefined;
   };
   const bump = (d: Database<number, Buffer>, key: string, by: number): number => {
