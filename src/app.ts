@@ -16,6 +16,9 @@ import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
+import { CompanyRecord } from './org/company.js';
+import { Discovery } from './org/discovery.js';
+import { Peers, peerKind } from './org/peers.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
@@ -45,6 +48,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
+  runtime.register(peerKind);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -54,6 +58,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
+  const peers = new Peers(runtime);
   const services = {
     config,
     invites: new Invites(runtime),
@@ -67,6 +72,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     workspace,
     artifacts,
     workstreams: new Workstreams(runtime, signals, workspace, artifacts),
+    company: new CompanyRecord(store),
+    peers,
+    discovery: new Discovery(store, org, peers, () => links.baseUrl),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,

@@ -69,6 +69,8 @@ export const catalogue = {
   DISC_PEER_NOT_FOUND: [404, 'Peer org not found'],
   DISC_PEER_DUPLICATE: [409, 'Peer with the same endpoint exists'],
   DISC_VALIDATION_FAILED: [400, 'Invalid discovery request'],
+  // not in the interface: a peer status move its state table does not allow (docs/org.md)
+  DISC_PEER_INVALID_TRANSITION: [409, 'Peer status cannot move that way'],
   FED_PROOF_MISSING: [401, 'No X-Federation-Proof'],
   FED_PROOF_INVALID: [401, 'Malformed proof'],
   FED_PROOF_FAILED: [401, 'HMAC mismatch'],

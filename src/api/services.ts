@@ -4,6 +4,9 @@ import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
+import type { CompanyRecord } from '../org/company.js';
+import type { Discovery } from '../org/discovery.js';
+import type { Peers } from '../org/peers.js';
 import type { Org } from '../org/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
@@ -25,4 +28,7 @@ export interface Services {
   workspace: Workspace;
   artifacts: Artifacts;
   workstreams: Workstreams;
+  company: CompanyRecord;
+  peers: Peers;
+  discovery: Discovery;
 }

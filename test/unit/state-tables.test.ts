@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { receiptMachine } from '../../actors/inbox-receipt.js';
 import { signalMachine } from '../../actors/signal.js';
+import { peerMachine } from '../../actors/peer.js';
 import { docRows, machineRows } from '../helpers/state-table.js';
 
 const doc = readFileSync(new URL('../../docs/signals.md', import.meta.url), 'utf8');
@@ -12,6 +13,9 @@ describe('docs/signals.md state tables equal the machines', () => {
   });
   it('inbox receipt machine', () => {
     expect(docRows(doc, '### Inbox receipt machine')).toEqual(machineRows(receiptMachine));
+  });
+  it('peer machine (docs/org.md)', () => {
+    expect(docRows(readFileSync(new URL('../../docs/org.md', import.meta.url), 'utf8'), '### Peer machine')).toEqual(machineRows(peerMachine));
   });
   it('every refusal code in the tables is in the error catalogue', async () => {
     const { catalogue } = await import('../../src/errors.js');
