@@ -30,6 +30,10 @@ import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import { Workspace } from './workspace/service.js';
 import { Workstreams } from './workstreams/service.js';
+import { Dispatcher } from './webhooks/dispatcher.js';
+import { deliveryKind } from './webhooks/model.js';
+import { Sender } from './webhooks/sender.js';
+import { Webhooks } from './webhooks/service.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -49,6 +53,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(signalKind);
   runtime.register(receiptKind);
   runtime.register(peerKind);
+  const sender = new Sender(runtime, config, log);
+  runtime.register(deliveryKind((id) => sender.enqueue(id)));
+  const dispatcher = new Dispatcher(runtime, config, log);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -75,6 +82,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     company: new CompanyRecord(store),
     peers,
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
+    webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -94,6 +102,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
+  await dispatcher.start();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
@@ -105,6 +114,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     async close() {
       front.close();
       presence.stop();
+      sender.stop();
+      await dispatcher.stop();
       await realtime.stop();
       await runtime.stop();
       await store.close();

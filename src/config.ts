@@ -29,6 +29,8 @@ export interface Config {
   s3: S3Config | undefined;
   /** webhooks: how long a delivery keeps retrying before it is `failed` */
   webhookRetryWindowMs: number;
+  /** webhooks: the first retry's delay; each further retry doubles it (up to an hour) */
+  webhookBackoffBaseMs: number;
   /** webhooks: one attempt's time limit */
   webhookTimeoutMs: number;
   /** webhooks: attempts in flight per process */
@@ -122,6 +124,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
     s3: s3Config(env),
     webhookRetryWindowMs: int(env, 'WEBHOOK_RETRY_WINDOW_MS', 24 * 3600_000, 1000),
+    webhookBackoffBaseMs: int(env, 'WEBHOOK_BACKOFF_BASE_MS', 1000, 10, 3600_000),
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 600_000),
     webhookMaxInFlight: int(env, 'WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
     allowPrivateNetwork: bool(env, 'ALLOW_PRIVATE_NETWORK', false),
@@ -165,6 +168,7 @@ const SETTINGS: Setting[] = [
   { name: 'S3_REGION', value: s3((x) => x.region) },
   { name: 'S3_USE_SSL', value: s3((x) => x.useSSL) },
   { name: 'WEBHOOK_RETRY_WINDOW_MS', value: (c) => c.webhookRetryWindowMs },
+  { name: 'WEBHOOK_BACKOFF_BASE_MS', value: (c) => c.webhookBackoffBaseMs },
   { name: 'WEBHOOK_TIMEOUT_MS', value: (c) => c.webhookTimeoutMs },
   { name: 'WEBHOOK_MAX_IN_FLIGHT', value: (c) => c.webhookMaxInFlight },
   { name: 'ALLOW_PRIVATE_NETWORK', value: (c) => c.allowPrivateNetwork },

@@ -71,6 +71,11 @@ export const catalogue = {
   DISC_VALIDATION_FAILED: [400, 'Invalid discovery request'],
   // not in the interface: a peer status move its state table does not allow (docs/org.md)
   DISC_PEER_INVALID_TRANSITION: [409, 'Peer status cannot move that way'],
+  // Webhooks: the interface names the routes but no codes; these follow its pattern (docs/decisions.md).
+  WEBHOOK_VALIDATION_FAILED: [400, 'Invalid webhook request'],
+  WEBHOOK_NOT_FOUND: [404, 'Webhook not found'],
+  WEBHOOK_DELIVERY_NOT_FOUND: [404, 'Webhook delivery not found'],
+  WEBHOOK_DELIVERY_IN_PROGRESS: [409, 'The delivery is being sent; replay it once the attempt has ended'],
   FED_PROOF_MISSING: [401, 'No X-Federation-Proof'],
   FED_PROOF_INVALID: [401, 'Malformed proof'],
   FED_PROOF_FAILED: [401, 'HMAC mismatch'],

@@ -13,6 +13,7 @@ import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
 import type { Workspace } from '../workspace/service.js';
 import type { Workstreams } from '../workstreams/service.js';
+import type { Webhooks } from '../webhooks/service.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -31,4 +32,5 @@ export interface Services {
   company: CompanyRecord;
   peers: Peers;
   discovery: Discovery;
+  webhooks: Webhooks;
 }

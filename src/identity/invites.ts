@@ -5,6 +5,7 @@ import { newId, secretToken } from '../ids.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { issueKey } from '../auth/keys.js';
+import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import { indexes, keys, type Company, type Identity, type Invite, type Membership, type Principal } from './model.js';
 
 export const IDENTITY_TYPES = ['human', 'agent'] as const;
@@ -90,6 +91,8 @@ export class Invites {
         { op: 'index', index: indexes.identities, member: identity.id },
         { op: 'put', key: keys.membership(identity.id), value: membership, expect: 0 },
         ...key.ops,
+        // the outbox: webhooks hear of the join from the commit that made it
+        { op: 'append', log: ORG_LOG, entry: { type: 'identity.joined', at: now, identity: { id: identity.id, name: identity.name, type: identity.type, is_admin: identity.is_admin, created_at: now } } satisfies OrgLogEntry },
       ];
       if (!companyRec) ops.push({ op: 'put', key: keys.company, value: org, expect: 0 });
       if (!invite.created_by) ops.push({ op: 'put', key: keys.bootstrap, value: { identity_id: identity.id, at: now }, expect: 0 });

@@ -27,6 +27,11 @@ export interface ActorKind<C = any> {
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
   /** a log entry every commit of this kind appends atomically (the push journal), if any */
   journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | undefined;
+  /**
+   * Called after a `send` committed (fire-and-forget: its result and errors never reach the caller). Effects
+   * a pure machine cannot run (an HTTP POST) start here, after the state saying they should is durable.
+   */
+  committed?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): void | Promise<void>;
 }
 
 export interface Committed<C> {
@@ -131,9 +136,21 @@ export class Runtime {
         ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
         ...journalOps(k, record, before),
       ];
-      if ((await this.store.commit(ops)).ok) return { id, record };
+      if ((await this.store.commit(ops)).ok) {
+        this.afterCommit(k, id, record, before);
+        return { id, record };
+      }
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
+  }
+
+  private afterCommit<C>(k: ActorKind<C>, id: string, record: ActorRecord<C>, before: ActorRecord<C> | undefined): void {
+    if (!k.committed) return;
+    try {
+      void Promise.resolve(k.committed(id, record, before)).catch((e) => this.log.warn({ err: e, kind: k.name, id }, 'committed hook failed'));
+    } catch (e) {
+      this.log.warn({ err: e, kind: k.name, id }, 'committed hook failed');
+    }
   }
 
   /**

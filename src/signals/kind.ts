@@ -45,7 +45,7 @@ export const signalKind: ActorKind<SignalContext> = {
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
   ],
   timers: (r) => signalTimers(r.value, r.context),
-  journal: (r, prev) => ({ log: SIGNAL_LOG, entry: { type: prev ? 'signal.updated' : 'signal', signal: signalView(r), route: { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id } } }),
+  journal: (r, prev) => ({ log: SIGNAL_LOG, entry: { type: prev ? 'signal.updated' : 'signal', signal: signalView(r), from: prev?.value ?? null, route: { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id } } }),
 };
 
 /** The Signal as the interface shows it: the machine's context plus its state as delivery_state. */
@@ -58,5 +58,7 @@ export type Signal = ReturnType<typeof signalView>;
 export interface JournalEntry {
   type: 'signal' | 'signal.updated';
   signal: Signal;
+  /** the delivery state before this change (null for a new signal; absent in entries older than this field) */
+  from?: string | null;
   route: { role_id: string | null; ring_id: string | null };
 }
