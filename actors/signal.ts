@@ -48,7 +48,8 @@ export type SignalEvent =
   | { type: 'DELIVER'; now: number }
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number }
   | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed' }
-  | { type: 'LEASE_EXPIRED'; now: number };
+  | { type: 'LEASE_EXPIRED'; now: number }
+  | { type: 'CANCEL'; now: number };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
@@ -58,6 +59,13 @@ const claimOpen = [
   { guard: 'notTask' as const, actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
   { guard: 'notOpen' as const, actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
   { target: 'leased', actions: 'lease' as const },
+];
+
+/** Cancelling an open task ends it whoever holds it (who may cancel is the service's rule). */
+const cancelOpen = [
+  { guard: 'notTask' as const, actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
+  { guard: 'notOpen' as const, actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
+  { target: 'acked', actions: 'cancel' as const },
 ];
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
@@ -80,6 +88,7 @@ export const signalMachine = setup({
       return { claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
+    cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -109,12 +118,14 @@ export const signalMachine = setup({
         DELIVER: { target: 'delivered', actions: 'stamp' },
         CLAIM: claimOpen,
         ACK: ackUnleased,
+        CANCEL: cancelOpen,
       },
     },
     delivered: {
       on: {
         CLAIM: claimOpen,
         ACK: ackUnleased,
+        CANCEL: cancelOpen,
       },
     },
     leased: {
@@ -132,6 +143,7 @@ export const signalMachine = setup({
           { target: 'acked', actions: 'complete' },
         ],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
+        CANCEL: { target: 'acked', actions: 'cancel' },
       },
     },
     // Transient: a failed attempt goes back to pending, or to dead_letter once attempts run out.
@@ -148,12 +160,14 @@ export const signalMachine = setup({
           { guard: 'notTask', actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
           { actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
         ],
+        CANCEL: cancelOpen,
       },
     },
     dead_letter: {
       on: {
         ACK: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
       },
     },
   },

@@ -6,7 +6,7 @@
  */
 import { readConfig } from '../src/config.js';
 import { actorKey } from '../src/runtime/runtime.js';
-import { SIGNAL_LOG } from '../src/signals/kind.js';
+import { JOURNAL_LOG } from '../src/journal/journal.js';
 import { openStore } from '../src/store/index.js';
 
 const [cmd, arg] = process.argv.slice(2);
@@ -18,8 +18,8 @@ const store = await openStore(readConfig());
 try {
   if (cmd === 'journal') {
     const n = Number(arg ?? 20);
-    const last = await store.lastSeq(SIGNAL_LOG);
-    for (const e of await store.readLog(SIGNAL_LOG, Math.max(0, last - n), n)) console.log(JSON.stringify(e));
+    const last = await store.lastSeq(JOURNAL_LOG);
+    for (const e of await store.readLog(JOURNAL_LOG, Math.max(0, last - n), n)) console.log(JSON.stringify(e));
   } else {
     if (!arg) throw new Error('an actor id is required');
     const rec = await store.get(actorKey(cmd, arg));

@@ -6,7 +6,7 @@ import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { routes } from './api/index.js';
 import { authenticate } from './auth/keys.js';
-import { Health } from './health/health.js';
+import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
@@ -31,9 +31,14 @@ import { openStore } from './store/index.js';
 import { Workspace } from './workspace/service.js';
 import { Workstreams } from './workstreams/service.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
+import { JOURNAL_LOG } from './journal/journal.js';
 import { deliveryKind } from './webhooks/model.js';
 import { Sender } from './webhooks/sender.js';
 import { Webhooks } from './webhooks/service.js';
+import { rpcRoutes } from './rpc/rpc.js';
+import { Mcp, mcpRoutes } from './mcp/mcp.js';
+import { A2A, a2aRoutes } from './a2a/a2a.js';
+import { methodTable } from './surface/methods.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -42,6 +47,8 @@ export interface Service {
   store: Store;
   blobs: BlobStore;
   runtime: Runtime;
+  /** the push layer, for tests that check its bounds */
+  realtime: Realtime;
   log: Logger;
   close(): Promise<void>;
 }
@@ -96,12 +103,18 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     },
   });
   front.routes(routes(services));
+  const methods = methodTable(services);
+  front.routes(rpcRoutes(methods, log));
+  const mcp = new Mcp(methods, log, VERSION);
+  front.routes(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
+  front.routes(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
   const port = await front.listen(config.host, config.port);
   links.bound(port, config.baseUrlDefaulted);
   runtime.startTimers();
+  realtime.hub.holdTrimAt(() => dispatcher.needsFrom(JOURNAL_LOG));
   await dispatcher.start();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
@@ -110,9 +123,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     store,
     blobs,
     runtime,
+    realtime,
     log,
     async close() {
       front.close();
+      await mcp.close();
       presence.stop();
       sender.stop();
       await dispatcher.stop();

@@ -21,6 +21,7 @@ export interface Config {
   timerPollMs: number;
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
+  pushDrainTimeoutMs: number;
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
   journalRetainEntries: number;
@@ -116,7 +117,9 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
-    pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024),
+    // at most 256 MiB: uWS takes a socket's buffer limit as a 32-bit integer, with room for op answers above it
+    pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),
+    pushDrainTimeoutMs: int(env, 'PUSH_DRAIN_TIMEOUT_MS', 30_000, 100, 600_000),
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
@@ -157,6 +160,7 @@ const SETTINGS: Setting[] = [
   { name: 'TIMER_POLL_MS', value: (c) => c.timerPollMs },
   { name: 'STRICT_SIGNAL_TYPES', value: (c) => c.strictSignalTypes },
   { name: 'PUSH_MAX_BUFFER_BYTES', value: (c) => c.pushMaxBufferBytes },
+  { name: 'PUSH_DRAIN_TIMEOUT_MS', value: (c) => c.pushDrainTimeoutMs },
   { name: 'SSE_HEARTBEAT_MS', value: (c) => c.sseHeartbeatMs },
   { name: 'WS_IDLE_TIMEOUT_S', value: (c) => c.wsIdleTimeoutS },
   { name: 'JOURNAL_RETAIN_ENTRIES', value: (c) => c.journalRetainEntries },

@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { commaList, compile } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, ReceiptBody, SnoozeBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody, SnoozeBody } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
@@ -21,22 +21,6 @@ const ListQuery = compile(
     delivery_state: Type.Optional(DeliveryState),
     tag: Type.Optional(NonEmpty),
     since: Type.Optional(Type.String({ format: 'date-time' })),
-  }),
-);
-const InboxQuery = compile(
-  Type.Object({
-    after: After,
-    limit: Limit,
-    type: Type.Optional(NonEmpty),
-    ring: Type.Optional(NonEmpty),
-    tag: Type.Optional(NonEmpty),
-    delivery_state: Type.Optional(DeliveryState),
-    min_urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    view: Type.Optional(Type.Union([Type.Literal('full'), Type.Literal('summary')])),
-    project_tag: Type.Optional(NonEmpty),
-    receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
-    include_resolved: Type.Optional(Type.Boolean()),
-    include_snoozed: Type.Optional(Type.Boolean()),
   }),
 );
 

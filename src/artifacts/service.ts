@@ -7,6 +7,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { encodeTime } from 'ulid';
 import { iso, now } from '../clock.js';
+import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
@@ -72,7 +73,11 @@ export class Artifacts {
       id: newId(), name: f.name, content_type: contentType, size: stored.size, sha256: stored.sha256, tags: [...new Set(f.tags ?? [])],
       metadata: f.metadata ?? {}, visibility: f.visibility ?? 'org', uploaded_by: p.identity.id, created_at: iso(),
     };
-    const ops: Op[] = [{ op: 'put', key: artifactKeys.artifact(a.id), value: a, expect: 0 }, ...artifactIndexesOf(a).map(([index, member]): Op => ({ op: 'index', index, member }))];
+    const ops: Op[] = [
+      { op: 'put', key: artifactKeys.artifact(a.id), value: a, expect: 0 },
+      ...artifactIndexesOf(a).map(([index, member]): Op => ({ op: 'index', index, member })),
+      eventOp({ type: 'artifact.uploaded', subject: 'artifact', data: a, audience: a.visibility === 'private' ? { identities: [a.uploaded_by] } : { members: true } }),
+    ];
     const res = await this.store.commit(ops);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'artifact id collision');
     return a;

@@ -8,6 +8,7 @@ import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
+import { abortSignal, sendWeb } from './web.js';
 import type { Links } from './links.js';
 import { bodyStream, sendStream } from './stream.js';
 import { validate, validateQuery, type Validator } from '../validation.js';
@@ -25,6 +26,10 @@ export interface Request<P = any> {
   principal: P;
   /** stream routes: the raw request body, read with back-pressure, capped at uploadLimit */
   stream?: Readable;
+  /** the body as received, for routes with `raw: true` (protocols that parse their own bodies) */
+  raw?: Buffer;
+  /** aborted when the client goes away: long answers (streams) stop on it */
+  signal?: AbortSignal;
 }
 
 export interface Reply {
@@ -34,6 +39,8 @@ export interface Reply {
   headers?: Record<string, string>;
   /** a non-JSON body streamed as is (downloads); `data` is ignored then */
   raw?: { stream: Readable; size: number };
+  /** a web Response sent as it is (status, headers, streamed body) instead of the envelope */
+  web?: globalThis.Response;
 }
 
 export interface Route<P = any> {
@@ -46,6 +53,8 @@ export interface Route<P = any> {
   invalid?: ErrorCode;
   /** hand the handler the body as a stream (uploads) instead of reading it whole as JSON */
   stream?: boolean;
+  /** hand the unparsed body to the handler as `raw` */
+  raw?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -109,9 +118,10 @@ export class FrontEnd<P> {
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream });
+      const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
+      if (out.web) return sendWeb(x, out.web, rid);
       if (out.raw) return void (await sendStream(x, out.status ?? 200, { ...out.headers, 'x-request-id': rid }, out.raw.stream, out.raw.size));
       send(x, out.status ?? 200, { ...JSON_HEADERS, ...out.headers, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {

@@ -9,20 +9,39 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import type { JournalEntry } from '../signals/kind.js';
+import { inAudience, isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { outOfScope } from '../signals/policy.js';
+import { Lru } from './lru.js';
 
 const REACH_TTL_MS = 1000;
+/** identities whose reach is cached per process; past it the least recently asked-for is dropped */
+export const REACH_MAX = 10_000;
 
 export interface Filters {
   rings?: string[];
   types?: string[];
 }
 
+interface Reach {
+  roles: string[];
+  rings: string[];
+  at: number;
+  loading?: Promise<void>;
+}
+
 /** Roles and rings per identity, refreshed in the background at most every second while someone asks. */
 export class ReachCache {
-  private cache = new Map<string, { roles: string[]; rings: string[]; at: number; loading?: Promise<void> }>();
-  constructor(private org: Org) {}
+  private cache: Lru<string, Reach>;
+  constructor(
+    private org: Org,
+    max = REACH_MAX,
+  ) {
+    this.cache = new Lru(max);
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
 
   async load(identityId: string): Promise<void> {
     const places = await this.org.placesOf(identityId);
@@ -32,7 +51,7 @@ export class ReachCache {
   get(identityId: string): { roles: string[]; rings: string[] } {
     const c = this.cache.get(identityId);
     if (!c) {
-      void this.load(identityId);
+      void this.load(identityId).catch(() => undefined);
       return { roles: [], rings: [] };
     }
     if (now() - c.at > REACH_TTL_MS && !c.loading) {
@@ -52,7 +71,9 @@ export class Audience {
     public filters: Filters = {},
   ) {}
 
+  /** A new signal that lands in this identity's inbox (push marks it delivered). */
   isRecipient(e: JournalEntry): boolean {
+    if (!isSignalEntry(e)) return false;
     const s = e.signal;
     return Inbox.reaches(
       { to_identity: s.to_identity, to_role_id: e.route.role_id, to_ring_id: e.route.ring_id, target_capabilities: s.target_capabilities },
@@ -62,8 +83,13 @@ export class Audience {
   }
 
   wants(e: JournalEntry): boolean {
-    const s = e.signal;
     const f = this.filters;
+    if (!isSignalEntry(e)) {
+      // a ring filter asks for that ring's signals; a type filter names event types as well as signal types
+      if (f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
+      return this.seesAll || inAudience(e, this.principal, this.reach.get(this.principal.identity.id));
+    }
+    const s = e.signal;
     if (f.types?.length && !f.types.includes(s.signal_type)) return false;
     if (f.rings?.length && !namesInclude(f.rings, s.to_ring)) return false;
     if (outOfScope(this.principal.key, s)) return false;

@@ -1,16 +1,36 @@
 /** Marks pushed signals delivered, once per signal and process (a role of many sockets makes one attempt). */
+import { now } from '../clock.js';
+import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import type { Signals } from '../signals/service.js';
+import type { Audience } from './audience.js';
+import { Lru } from './lru.js';
 
 const FORGET_MS = 10_000;
+/** signals remembered as marked; past it the oldest is forgotten (at worst a second, idempotent attempt) */
+export const DELIVERED_MAX = 10_000;
 
 export class Deliverer {
-  private recent = new Set<string>();
-  constructor(private signals: Signals) {}
+  private recent: Lru<string, number>;
+  constructor(
+    private signals: Signals,
+    max = DELIVERED_MAX,
+  ) {
+    this.recent = new Lru(max);
+  }
+
+  get size(): number {
+    return this.recent.size;
+  }
+
+  /** A new, still pending signal pushed to one of its recipients is marked delivered. */
+  consider(e: JournalEntry, audience: Audience): void {
+    if (isSignalEntry(e) && e.type === 'signal' && e.signal.delivery_state === 'pending' && audience.isRecipient(e)) this.pushed(e.signal.id);
+  }
 
   pushed(signalId: string): void {
-    if (this.recent.has(signalId)) return;
-    this.recent.add(signalId);
-    setTimeout(() => this.recent.delete(signalId), FORGET_MS).unref();
+    const at = this.recent.get(signalId);
+    if (at !== undefined && now() - at < FORGET_MS) return;
+    this.recent.set(signalId, now());
     void this.signals.deliver(signalId).catch(() => this.recent.delete(signalId));
   }
 }

@@ -1,42 +1,52 @@
 /**
  * The push hub: one subscription per process to the committed signal journal. Entries are processed in
  * sequence order; a gap (a missed pub/sub message) is filled from the stored log, so every subscriber sees
- * every entry once, in commit order. A subscriber that resumes from a cursor is replayed from the log
- * while live entries are buffered, then switched to live without a gap or a duplicate.
+ * every entry once, in commit order.
+ *
+ * A subscriber is either live (offered each entry as the hub processes it) or catching up: it reads the
+ * stored journal from its own position, waiting for its send buffer to make room before each entry, until
+ * it reaches the hub's position and goes live again in the same turn. A resume and a live entry the
+ * subscriber's buffer cannot take both start a catch-up, so nothing is held in memory for a subscriber and
+ * nothing is skipped: an entry is passed only once it was sent or filtered out.
  */
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
+import { JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
 import type { LogEntry, Store } from '../store/port.js';
 
 const REPLAY_PAGE = 500;
 /** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
 const CATCH_UP_MS = 1000;
-/** how long a replay waits for a slow reader to make room before cutting it off */
-export const REPLAY_DRAIN_TIMEOUT_MS = 30_000;
 /** journal entries dropped per trim step, so one step never holds the store for long */
 const TRIM_STEP = 10_000;
 
+/** what a subscriber did with an entry: sent it, had no room for it (catch up later), or is gone */
+export type Delivery = 'sent' | 'full' | 'gone';
+
 export interface Subscriber {
-  /** the last sequence this subscriber has passed (delivered or filtered out) */
+  /** the last sequence this subscriber has passed (sent or filtered out) */
   lastSeq: number;
+  /** false once closed: a closed subscriber is never attached */
+  readonly open: boolean;
   /** sync: whether this subscriber is shown the entry */
   wants(e: JournalEntry): boolean;
-  /** returns false when the subscriber must be dropped (closed, or too slow) */
-  deliver(e: JournalEntry, seq: number): boolean;
-  /** resolves when the subscriber's send buffer has room: a replay waits for a reader instead of cutting it off */
-  ready?(): Promise<void>;
+  deliver(e: JournalEntry, seq: number): Delivery;
+  /** true once the send buffer has room; false when closed or when it made no room in time (it has then cut itself off) */
+  room(): Promise<boolean>;
+  /** the hub cannot go on for this subscriber (journal trimmed under it, store failure): end it */
+  fail(e: unknown): void;
 }
 
 interface Slot {
   sub: Subscriber;
-  replaying: boolean;
-  buffer: LogEntry<JournalEntry>[];
+  /** set while the subscriber catches up from the stored journal */
+  pump?: Promise<void>;
+  /** the catch-up waits for the subscriber's buffer to make room */
+  waiting?: boolean;
 }
 
 export class Hub {
-  private slots = new Set<Slot>();
-  private bySub = new Map<Subscriber, Slot>();
+  private slots = new Map<Subscriber, Slot>();
   private lastSeq = 0;
   private chain: Promise<void> = Promise.resolve();
   private unsubscribe: (() => Promise<void>) | undefined;
@@ -52,8 +62,8 @@ export class Hub {
   ) {}
 
   async start(): Promise<void> {
-    this.unsubscribe = await this.store.subscribe<JournalEntry>(SIGNAL_LOG, (e) => this.enqueue(e));
-    this.lastSeq = await this.store.lastSeq(SIGNAL_LOG);
+    this.unsubscribe = await this.store.subscribe<JournalEntry>(JOURNAL_LOG, (e) => this.enqueue(e));
+    this.lastSeq = await this.store.lastSeq(JOURNAL_LOG);
     this.catchUp = setInterval(() => {
       this.chain = this.chain.then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
       void this.trim().catch((err) => this.log.warn({ err }, 'journal trim failed'));
@@ -61,22 +71,34 @@ export class Hub {
     this.catchUp.unref();
   }
 
+  private floors: (() => Promise<number | undefined>)[] = [];
+
+  /** Another reader of the journal (the webhook outbox) names the lowest sequence it still needs: trimming stops below it. */
+  holdTrimAt(floor: () => Promise<number | undefined>): void {
+    this.floors.push(floor);
+  }
+
   /** Keeps the last `retain` journal entries; every instance may run it, the store makes it idempotent. */
   private async trim(): Promise<void> {
-    const before = this.lastSeq - this.retain + 1;
-    if (before > this.journalStart) this.journalStart = await this.store.trimLog(SIGNAL_LOG, before, TRIM_STEP);
+    let before = this.lastSeq - this.retain + 1;
+    if (before <= this.journalStart) return;
+    for (const f of this.floors) {
+      const need = await f();
+      if (need !== undefined) before = Math.min(before, need);
+    }
+    if (before > this.journalStart) this.journalStart = await this.store.trimLog(JOURNAL_LOG, before, TRIM_STEP);
   }
 
   /** Refuses a cursor whose following changes were trimmed away. */
   async assertResumable(after: number): Promise<void> {
-    const start = await this.store.logStart(SIGNAL_LOG);
+    const start = await this.store.logStart(JOURNAL_LOG);
     if (after + 1 < start) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String(start - 1) });
   }
 
   /** Processes whatever the stored journal has beyond this hub's position. */
   private async fill(): Promise<void> {
     for (;;) {
-      const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, this.lastSeq, REPLAY_PAGE);
+      const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, this.lastSeq, REPLAY_PAGE);
       for (const e of page) this.fanOut(e);
       if (page.length < REPLAY_PAGE) return;
     }
@@ -84,6 +106,11 @@ export class Hub {
 
   get cursor(): number {
     return this.lastSeq;
+  }
+
+  /** Each attached subscriber's position and whether it is catching up (for operators and tests). */
+  positions(): { lastSeq: number; catchingUp: boolean; waitingForRoom: boolean }[] {
+    return [...this.slots.values()].map((s) => ({ lastSeq: s.sub.lastSeq, catchingUp: s.pump !== undefined, waitingForRoom: s.waiting === true }));
   }
 
   private enqueue(e: LogEntry<JournalEntry>): void {
@@ -99,78 +126,107 @@ export class Hub {
   private fanOut(e: LogEntry<JournalEntry>): void {
     if (e.seq <= this.lastSeq) return;
     this.lastSeq = e.seq;
-    for (const slot of this.slots) {
-      if (slot.replaying) slot.buffer.push(e);
-      else this.offer(slot, e);
+    for (const slot of this.slots.values()) {
+      // a catching-up subscriber reads this entry from the journal when it gets there
+      if (slot.pump || this.offer(slot, e) !== 'full') continue;
+      slot.pump = this.pump(slot);
     }
   }
 
-  private offer(slot: Slot, e: LogEntry<JournalEntry>): void {
-    if (e.seq <= slot.sub.lastSeq) return;
-    slot.sub.lastSeq = e.seq;
-    if (slot.sub.wants(e.entry) && !slot.sub.deliver(e.entry, e.seq)) this.detach(slot.sub);
+  /** Offers one entry; the subscriber's position moves only past an entry it sent or does not want. */
+  private offer(slot: Slot, e: LogEntry<JournalEntry>): Delivery {
+    const sub = slot.sub;
+    if (e.seq <= sub.lastSeq) return 'sent';
+    if (!sub.wants(e.entry)) {
+      sub.lastSeq = e.seq;
+      return 'sent';
+    }
+    const r = sub.deliver(e.entry, e.seq);
+    if (r === 'sent') sub.lastSeq = e.seq;
+    else if (r === 'gone') this.detach(sub);
+    return r;
   }
 
-  /** Live from now, or replayed from `after` first. */
+  /**
+   * Catches a subscriber up from the stored journal, waiting for room before each entry it is shown, and
+   * turns it live in the same turn it reaches the hub's position (so no live entry falls between).
+   */
+  private async pump(slot: Slot): Promise<void> {
+    const sub = slot.sub;
+    try {
+      for (;;) {
+        const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, sub.lastSeq, REPLAY_PAGE);
+        if (this.slots.get(sub) !== slot) return;
+        // journal sequences have no holes: a missing next entry was trimmed while this subscriber lagged
+        if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);
+        for (const e of page) {
+          for (;;) {
+            if (e.seq > sub.lastSeq && sub.wants(e.entry) && !(await this.room(slot))) return this.detach(sub);
+            if (this.slots.get(sub) !== slot) return;
+            const r = this.offer(slot, e);
+            if (r === 'gone') return;
+            if (r === 'sent') break;
+          }
+        }
+        if (page.length < REPLAY_PAGE && sub.lastSeq >= this.lastSeq) {
+          slot.pump = undefined;
+          return;
+        }
+      }
+    } catch (err) {
+      if (this.slots.get(sub) !== slot) return;
+      this.detach(sub);
+      sub.fail(err);
+    }
+  }
+
+  private async room(slot: Slot): Promise<boolean> {
+    slot.waiting = true;
+    try {
+      return await slot.sub.room();
+    } finally {
+      slot.waiting = false;
+    }
+  }
+
+  /** Live from now, or caught up from `after` first. A subscriber closed meanwhile is not attached. */
   async attach(sub: Subscriber, after?: number): Promise<void> {
     if (after !== undefined) await this.assertResumable(after);
-    const slot: Slot = { sub, replaying: after !== undefined, buffer: [] };
-    this.slots.add(slot);
-    this.bySub.set(sub, slot);
+    if (!sub.open || this.slots.has(sub)) return;
+    const slot: Slot = { sub };
+    this.slots.set(sub, slot);
     if (after === undefined) {
       sub.lastSeq = this.lastSeq;
       return;
     }
-    await this.replay(slot, after);
+    sub.lastSeq = after;
+    slot.pump = this.pump(slot);
+    await slot.pump;
   }
 
-  /** Replays from `after` (a resume on an attached subscriber goes through here too). */
+  /**
+   * Rewinds an attached subscriber to `after` and catches it up; resolves when it is live again. A
+   * subscriber that is not attached (closed) is left alone. The caller runs one resume at a time.
+   */
   async resume(sub: Subscriber, after: number): Promise<void> {
-    const slot = this.bySub.get(sub);
-    if (!slot) return this.attach(sub, after);
     await this.assertResumable(after);
-    slot.replaying = true;
-    await this.replay(slot, after);
-  }
-
-  private async replay(slot: Slot, after: number): Promise<void> {
-    slot.sub.lastSeq = after;
-    try {
-      for (;;) {
-        const page = await this.store.readLog<JournalEntry>(SIGNAL_LOG, slot.sub.lastSeq, REPLAY_PAGE);
-        // journal sequences have no holes: a missing next entry was trimmed while this replay ran
-        if (page.length && page[0].seq > slot.sub.lastSeq + 1) await this.assertResumable(slot.sub.lastSeq);
-        for (const e of page) {
-          await slot.sub.ready?.();
-          if (!this.bySub.has(slot.sub)) return;
-          this.offer(slot, e);
-        }
-        if (page.length < REPLAY_PAGE) break;
-      }
-      // new live entries keep arriving in the buffer while this waits for the reader
-      for (let i = 0; i < slot.buffer.length; i++) {
-        await slot.sub.ready?.();
-        if (!this.bySub.has(slot.sub)) return;
-        this.offer(slot, slot.buffer[i]);
-      }
-    } finally {
-      slot.buffer = [];
-      slot.replaying = false;
-    }
+    const slot = this.slots.get(sub);
+    if (!slot) return;
+    while (slot.pump && this.slots.get(sub) === slot) await slot.pump;
+    if (this.slots.get(sub) !== slot) return;
+    sub.lastSeq = after;
+    slot.pump = this.pump(slot);
+    await slot.pump;
   }
 
   detach(sub: Subscriber): void {
-    const slot = this.bySub.get(sub);
-    if (!slot) return;
-    this.slots.delete(slot);
-    this.bySub.delete(sub);
+    this.slots.delete(sub);
   }
 
   async stop(): Promise<void> {
     clearInterval(this.catchUp);
     await this.unsubscribe?.();
     this.slots.clear();
-    this.bySub.clear();
   }
 }
 

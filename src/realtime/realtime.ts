@@ -10,7 +10,9 @@ import type { Exchange } from '../http/uws.js';
 import type { Links } from '../http/links.js';
 import { ReachCache } from './audience.js';
 import { Deliverer } from './deliverer.js';
-import { Hub } from './hub.js';
+import { Hub, type Subscriber } from './hub.js';
+import { isSignalEntry } from '../journal/journal.js';
+import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
 import { mountSse } from './sse.js';
 import { mountWebSocket } from './ws.js';
@@ -43,6 +45,29 @@ export class Realtime {
     await this.hub.start();
     mountWebSocket(app, this);
     mountSse(app, this, fail);
+  }
+
+  /** One signal's committed changes as they happen (A2A task streams); call the answer to stop. */
+  watchSignal(signalId: string, onChange: (s: Signal) => void): () => void {
+    let open = true;
+    const sub: Subscriber = {
+      lastSeq: 0,
+      get open() {
+        return open;
+      },
+      wants: (e) => isSignalEntry(e) && e.signal.id === signalId,
+      deliver: (e) => {
+        if (isSignalEntry(e)) onChange(e.signal);
+        return 'sent';
+      },
+      room: async () => open,
+      fail: () => (open = false),
+    };
+    void this.hub.attach(sub);
+    return () => {
+      open = false;
+      this.hub.detach(sub);
+    };
   }
 
   stop(): Promise<void> {

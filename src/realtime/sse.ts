@@ -11,17 +11,22 @@ import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
-import type { JournalEntry } from '../signals/kind.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
 import { Audience } from './audience.js';
-import { parseCursor, REPLAY_DRAIN_TIMEOUT_MS, type Subscriber } from './hub.js';
+import { Drain } from './drain.js';
+import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
 
 class Stream implements Subscriber {
   lastSeq = 0;
-  /** bytes written since the socket last reported it could take more */
+  /**
+   * Bytes written since the response last had nothing buffered. uWS does not report how much of a
+   * streamed response it holds (getWriteOffset counts only tryEnd), but a write that returns true left
+   * nothing buffered, so this bounds what is really buffered from above and is exact for a reader that
+   * has stopped reading.
+   */
   private backlog = 0;
-  private watching = false;
-  private waiters: (() => void)[] = [];
+  private drain: Drain;
   private heartbeat: NodeJS.Timeout;
   private done = false;
 
@@ -32,6 +37,7 @@ class Stream implements Subscriber {
     private audience: Audience,
     rid: string,
   ) {
+    this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
     const res = x.res;
     res.cork(() => {
       res.writeStatus(statusLine(200));
@@ -39,9 +45,17 @@ class Stream implements Subscriber {
       res.writeHeader('cache-control', 'no-cache');
       res.writeHeader('x-accel-buffering', 'no');
       res.writeHeader('x-request-id', rid);
-      res.write(`retry: 1000\n: cursor ${rt.hub.cursor}\n\n`);
     });
-    this.heartbeat = setInterval(() => this.write(': heartbeat\n\n'), rt.config.sseHeartbeatMs);
+    // called only while something is buffered: a write from here flushes the buffer first, and returns
+    // true only if all of it went out
+    res.onWritable(() => {
+      if (!this.done) this.write(':\n');
+      return true;
+    });
+    this.write(`retry: 1000\n: cursor ${rt.hub.cursor}\n\n`);
+    this.heartbeat = setInterval(() => {
+      if (this.backlog === 0) this.write(': heartbeat\n\n');
+    }, rt.config.sseHeartbeatMs);
     rt.presence.connected(principal.identity.id);
     x.onAbort = () => this.finish();
   }
@@ -50,62 +64,54 @@ class Stream implements Subscriber {
     return this.x.res;
   }
 
+  get open(): boolean {
+    return !this.done;
+  }
+
   wants(e: JournalEntry): boolean {
     return this.audience.wants(e);
   }
 
-  deliver(e: JournalEntry, seq: number): boolean {
-    const sent = this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(e.signal)}\n\n`);
-    if (sent && e.type === 'signal' && e.signal.delivery_state === 'pending' && this.audience.isRecipient(e)) this.rt.deliverer.pushed(e.signal.id);
-    return sent;
+  deliver(e: JournalEntry, seq: number): Delivery {
+    if (this.done) return 'gone';
+    if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
+    this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
+    this.rt.deliverer.consider(e, this.audience);
+    return 'sent';
   }
 
-  ready(): Promise<void> {
-    if (this.done || this.backlog <= this.rt.config.pushMaxBufferBytes) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.end(), REPLAY_DRAIN_TIMEOUT_MS);
-      this.waiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+  /** Waits for the reader to take the backlog; a stream that makes no room in time is ended (EventSource resumes it). */
+  async room(): Promise<boolean> {
+    if (await this.drain.wait(this.rt.config.pushDrainTimeoutMs)) return true;
+    this.end();
+    return false;
   }
 
-  /** A consumer over the buffer limit is ended; EventSource reconnects with Last-Event-ID and catches up. */
-  private write(chunk: string): boolean {
-    if (this.done) return false;
-    if (this.backlog > this.rt.config.pushMaxBufferBytes) {
-      this.end();
-      return false;
-    }
+  fail(err: unknown): void {
+    // once the stream has started, an error can only end it; EventSource reconnects and resumes
+    this.rt.log.warn({ err }, 'sse replay failed');
+    this.end();
+  }
+
+  private write(chunk: string): void {
     let ok = true;
     this.res.cork(() => (ok = this.res.write(chunk)));
-    if (!ok) {
-      this.backlog += Buffer.byteLength(chunk);
-      if (!this.watching) {
-        this.watching = true;
-        this.res.onWritable(() => {
-          this.backlog = 0;
-          this.watching = false;
-          this.release();
-          return true;
-        });
-      }
-    }
-    return true;
+    if (ok) {
+      this.backlog = 0;
+      this.drain.notify();
+    } else this.backlog += Buffer.byteLength(chunk);
   }
 
-  private release(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const f of w) f();
-  }
-
+  /**
+   * Ends the stream. One with a backlog is closed at once: its reader is not reading, and an end queued
+   * behind the backlog would hold the connection open.
+   */
   end(): void {
     if (this.done) return;
     if (!this.x.aborted) {
       this.x.aborted = true;
-      this.res.cork(() => this.res.end());
+      if (this.backlog > 0) this.res.close();
+      else this.res.cork(() => this.res.end());
     }
     this.finish();
   }
@@ -114,9 +120,9 @@ class Stream implements Subscriber {
     if (this.done) return;
     this.done = true;
     clearInterval(this.heartbeat);
+    this.drain.close();
     this.rt.hub.detach(this);
     this.rt.presence.disconnected(this.principal.identity.id);
-    this.release();
   }
 }
 
@@ -140,11 +146,8 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         stream = new Stream(x, rt, principal, audience, rid);
         await rt.hub.attach(stream, after);
       } catch (e) {
-        // once the stream has started, an error can only end it; EventSource reconnects and resumes
-        if (stream) {
-          rt.log.warn({ err: e }, 'sse replay failed');
-          stream.end();
-        } else fail(x, rid, e);
+        if (stream) stream.fail(e);
+        else fail(x, rid, e);
       }
     })();
   });

@@ -10,11 +10,12 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
-import type { JournalEntry } from '../signals/kind.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
 import { Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
-import { parseCursor, REPLAY_DRAIN_TIMEOUT_MS, type Subscriber } from './hub.js';
+import { Drain } from './drain.js';
+import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 
 interface SocketData {
   principal: Principal;
@@ -23,17 +24,39 @@ interface SocketData {
   conn?: Connection;
 }
 
+/** the largest frame a client may send */
+const MAX_PAYLOAD = 1024 * 1024;
+/** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
+export const MAX_PENDING_OPS = 64;
+/** uWS `send()` results */
+const DROPPED = 2;
+
 const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : undefined);
+
+/**
+ * Buffer limits of one socket. Pushes go out only while the buffer holds at most PUSH_MAX_BUFFER_BYTES;
+ * op answers may use one frame of room beyond that. uWS's own limit (which drops a send) sits above both
+ * plus the closing error frame, so no frame this code sends is dropped; a dropped one is still handled.
+ */
+function limits(rt: Realtime): { push: number; answer: number; uws: number } {
+  const frameRoom = Math.max(rt.config.bodyLimitBytes, MAX_PAYLOAD) + 64 * 1024;
+  const push = rt.config.pushMaxBufferBytes;
+  return { push, answer: push + frameRoom, uws: Math.min(push + 3 * frameRoom, 2 ** 31 - 1) };
+}
 
 class Connection implements Subscriber {
   lastSeq = 0;
-  /** the cursor of the last push frame sent: where a cut-off consumer resumes */
-  private sentSeq = 0;
+  /** the cursor of the last push frame uWS accepted: where a cut-off consumer resumes */
+  private sentSeq: number;
   closed = false;
   /** the close handler ran: the uWS socket must not be touched again */
   private peerGone = false;
-  private drainWaiters: (() => void)[] = [];
+  private drain: Drain;
+  /** ops run one at a time, in arrival order, after the connect-time replay */
+  private queue: Promise<void> = Promise.resolve();
+  private pending = 0;
   readonly audience: Audience;
+  private limits: { push: number; answer: number };
 
   constructor(
     private ws: WebSocket<SocketData>,
@@ -42,50 +65,63 @@ class Connection implements Subscriber {
     private key: string,
   ) {
     this.audience = new Audience(principal, rt.reach, false);
+    this.limits = limits(rt);
+    this.sentSeq = rt.hub.cursor;
+    this.drain = new Drain(() => this.ws.getBufferedAmount() <= this.limits.push);
+  }
+
+  get open(): boolean {
+    return !this.closed;
   }
 
   wants(e: JournalEntry): boolean {
     return this.audience.wants(e);
   }
 
-  deliver(e: JournalEntry, seq: number): boolean {
-    if (this.closed) return false;
-    if (this.ws.getBufferedAmount() > this.rt.config.pushMaxBufferBytes) {
-      this.fatal(CLOSE.slowConsumer, new AppError('PUSH_CONSUMER_TOO_SLOW', undefined, { cursor: String(this.sentSeq) }));
-      return false;
-    }
-    this.frame({ type: e.type, signal: e.signal, cursor: String(seq) });
+  deliver(e: JournalEntry, seq: number): Delivery {
+    if (this.closed) return 'gone';
+    if (this.ws.getBufferedAmount() > this.limits.push) return 'full';
+    const { subject, data } = frameOf(e);
+    if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
     this.sentSeq = seq;
-    if (e.type === 'signal' && e.signal.delivery_state === 'pending' && this.audience.isRecipient(e)) this.rt.deliverer.pushed(e.signal.id);
-    return true;
+    this.rt.deliverer.consider(e, this.audience);
+    return 'sent';
   }
 
-  ready(): Promise<void> {
-    if (this.closed || this.ws.getBufferedAmount() <= this.rt.config.pushMaxBufferBytes) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        this.fatal(CLOSE.slowConsumer, new AppError('PUSH_CONSUMER_TOO_SLOW', undefined, { cursor: String(this.sentSeq) }));
-        resolve();
-      }, REPLAY_DRAIN_TIMEOUT_MS);
-      this.drainWaiters.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+  /** Waits for the buffer to drain to the push limit; a socket that makes no room in time is cut off with 4008. */
+  async room(): Promise<boolean> {
+    if (await this.drain.wait(this.rt.config.pushDrainTimeoutMs)) return true;
+    this.tooSlow();
+    return false;
+  }
+
+  fail(err: unknown): void {
+    if (isAppError(err) && err.code === 'PUSH_CURSOR_EXPIRED') return this.fatal(CLOSE.cursorExpired, err);
+    this.rt.log.warn({ err }, 'websocket replay failed');
+    // a backend error keeps its own code (503 unreachable, 504 slow); anything else is reported as unreachable
+    const reason = isAppError(err) && err.code.startsWith('DB_') ? err : new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor');
+    this.fatal(CLOSE.internal, reason);
   }
 
   drained(): void {
-    if (this.peerGone || this.ws.getBufferedAmount() <= this.rt.config.pushMaxBufferBytes) {
-      const waiters = this.drainWaiters;
-      this.drainWaiters = [];
-      for (const w of waiters) w();
-    }
+    this.drain.notify();
   }
 
+  private send(f: unknown): number {
+    const text = JSON.stringify(f);
+    let r = 0;
+    this.ws.cork(() => (r = this.ws.send(text)));
+    return r;
+  }
+
+  private tooSlow(): void {
+    if (!this.closed) this.fatal(CLOSE.slowConsumer, new AppError('PUSH_CONSUMER_TOO_SLOW', undefined, { cursor: String(this.sentSeq) }));
+  }
+
+  /** An answer or error frame. A client that leaves its answers unread is a slow consumer. */
   frame(f: unknown): void {
     if (this.closed) return;
-    const text = JSON.stringify(f);
-    this.ws.cork(() => this.ws.send(text));
+    if (this.ws.getBufferedAmount() > this.limits.answer || this.send(f) === DROPPED) this.tooSlow();
   }
 
   error(id: unknown, e: unknown): void {
@@ -95,23 +131,49 @@ class Connection implements Subscriber {
   }
 
   fatal(code: number, e: AppError): void {
-    this.error(null, e);
+    if (this.closed) return;
+    this.send({ type: 'error', id: null, error: errorBody(e, requestId(), this.rt.docsBase).error });
     this.closed = true;
-    // End on the next turn: a socket ended inside uWS's own open callback (where a ?after= replay runs)
+    this.drain.close();
+    // End on the next turn: a socket ended inside uWS's own open callback (where a ?after= replay starts)
     // loses its queued frames and the close frame, and the client sees 1006 instead of this code.
     setImmediate(() => {
       if (!this.peerGone) this.ws.end(code, e.code);
     });
   }
 
-  async op(raw: string): Promise<void> {
-    let msg: Record<string, unknown>;
+  /** Runs `task` after everything queued before it. */
+  private then(task: () => Promise<void>): void {
+    this.pending++;
+    this.queue = this.queue
+      .then(() => (this.closed ? undefined : task()))
+      .catch((err) => this.rt.log.error({ err }, 'websocket op failed'))
+      .finally(() => this.pending--);
+  }
+
+  /** The connect-time attach (and its replay) runs first: ops wait behind it. */
+  attach(after: number | undefined): void {
+    if (after !== undefined) this.sentSeq = after;
+    this.then(() => this.rt.hub.attach(this, after).catch((err) => this.fail(err)));
+  }
+
+  received(raw: string): void {
+    let msg: Record<string, unknown> | undefined;
     try {
       msg = JSON.parse(raw);
-      if (!msg || typeof msg !== 'object' || Array.isArray(msg)) throw new Error();
+      if (!msg || typeof msg !== 'object' || Array.isArray(msg)) msg = undefined;
     } catch {
-      return this.error(null, new AppError('VALIDATION_INVALID_TYPE', 'A frame must be a JSON object', { field: 'frame' }));
+      msg = undefined;
     }
+    if (this.pending >= MAX_PENDING_OPS) {
+      return this.error(msg?.id, new AppError('RATE_LIMIT_EXCEEDED', `At most ${MAX_PENDING_OPS} ops may wait on one socket; wait for answers before sending more`, { limit: MAX_PENDING_OPS }));
+    }
+    const m = msg;
+    if (!m) return this.then(async () => this.error(null, new AppError('VALIDATION_INVALID_TYPE', 'A frame must be a JSON object', { field: 'frame' })));
+    this.then(() => this.op(m));
+  }
+
+  private async op(msg: Record<string, unknown>): Promise<void> {
     const { op, id, ...body } = msg;
     try {
       const p = await principalForKey(this.rt.store, this.key, false);
@@ -143,6 +205,9 @@ class Connection implements Subscriber {
         return inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id);
       case 'resume': {
         const after = parseCursor(body.after);
+        await hub.assertResumable(after);
+        // from here on, a cut-off consumer resumes from what this replay got to
+        this.sentSeq = after;
         await hub.resume(this, after);
         return { resumed_from: String(after), cursor: String(this.lastSeq) };
       }
@@ -162,7 +227,7 @@ class Connection implements Subscriber {
   closedByPeer(): void {
     this.closed = true;
     this.peerGone = true;
-    this.drained();
+    this.drain.close();
   }
 }
 
@@ -170,8 +235,8 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
   app.ws<SocketData>('/ws', {
     idleTimeout: rt.config.wsIdleTimeoutS,
     sendPingsAutomatically: true,
-    maxPayloadLength: 1024 * 1024,
-    maxBackpressure: 64 * 1024 * 1024,
+    maxPayloadLength: MAX_PAYLOAD,
+    maxBackpressure: limits(rt).uws,
     upgrade: (res, req, context) => {
       const header = req.getHeader('authorization');
       const secKey = req.getHeader('sec-websocket-key');
@@ -207,16 +272,12 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       d.conn = conn;
       rt.presence.connected(d.principal.identity.id);
       conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });
-      rt.hub.attach(conn, d.after).catch((err) => {
-        if (isAppError(err) && err.code === 'PUSH_CURSOR_EXPIRED') return conn.fatal(CLOSE.cursorExpired, err);
-        rt.log.warn({ err }, 'websocket replay failed');
-        conn.fatal(CLOSE.internal, new AppError('DB_CONNECT_FAILED', 'Replay failed; reconnect and resume from your last cursor'));
-      });
+      conn.attach(d.after);
     },
     drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {
       const conn = ws.getUserData().conn;
-      if (conn) void conn.op(Buffer.from(message).toString('utf8'));
+      if (conn) conn.received(Buffer.from(message).toString('utf8'));
     },
     close: (ws) => {
       const d = ws.getUserData();

@@ -1,9 +1,9 @@
 /** The signal actor kind: its machine, the indexes a signal record implies, its timers and its journal. */
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
 import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
+import { JOURNAL_LOG, type SignalEntry } from '../journal/journal.js';
 
 export const SIGNAL = 'signal';
-export const SIGNAL_LOG = 'signals';
 
 /** Inbox members sort by urgency, then id (time): read in reverse for most urgent, newest first. */
 export const inboxMember = (c: Pick<SignalContext, 'urgency' | 'id'>) => String(Math.round(c.urgency * 1000)).padStart(4, '0') + c.id;
@@ -45,7 +45,7 @@ export const signalKind: ActorKind<SignalContext> = {
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
   ],
   timers: (r) => signalTimers(r.value, r.context),
-  journal: (r, prev) => ({ log: SIGNAL_LOG, entry: { type: prev ? 'signal.updated' : 'signal', signal: signalView(r), from: prev?.value ?? null, route: { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id } } }),
+  journal: (r, prev) => ({ log: JOURNAL_LOG, entry: signalEntry(r, prev) }),
 };
 
 /** The Signal as the interface shows it: the machine's context plus its state as delivery_state. */
@@ -55,10 +55,7 @@ export function signalView(r: ActorRecord<SignalContext>) {
 }
 export type Signal = ReturnType<typeof signalView>;
 
-export interface JournalEntry {
-  type: 'signal' | 'signal.updated';
-  signal: Signal;
-  /** the delivery state before this change (null for a new signal; absent in entries older than this field) */
-  from?: string | null;
-  route: { role_id: string | null; ring_id: string | null };
+export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): SignalEntry {
+  const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
+  return prev ? { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value } : { type: 'signal', signal: signalView(r), route };
 }

@@ -1,4 +1,4 @@
-/** Request schemas of the signal operations, shared by every transport that offers them (REST, WebSocket). */
+/** Request schemas of the signal operations, shared by every transport that offers them (REST, WebSocket, /rpc, MCP). */
 import Type from 'typebox';
 import { compile } from '../validation.js';
 import { ROUTING_POLICIES } from './routing.js';
@@ -31,3 +31,22 @@ export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Opti
 export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
 export const ReceiptBody = compile(Type.Object(SignalRef));
 export const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
+
+const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
+/** An identity's inbox filter (REST query, /rpc inbox.check, MCP svc_check_inbox); `type` is a comma list. */
+export const InboxQuery = compile(
+  Type.Object({
+    after: Type.Optional(NonEmpty),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+    type: Type.Optional(NonEmpty),
+    ring: Type.Optional(NonEmpty),
+    tag: Type.Optional(NonEmpty),
+    delivery_state: Type.Optional(DeliveryState),
+    min_urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    view: Type.Optional(Type.Union([Type.Literal('full'), Type.Literal('summary')])),
+    project_tag: Type.Optional(NonEmpty),
+    receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
+    include_resolved: Type.Optional(Type.Boolean()),
+    include_snoozed: Type.Optional(Type.Boolean()),
+  }),
+);

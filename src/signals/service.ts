@@ -177,6 +177,16 @@ export class Signals {
     if (reaches(c, p.identity, await this.org.placesOf(p.identity.id))) await take(this.rt.store, c, p.identity.id, now());
   }
 
+  /** Ends an open task; only its sender or an admin may. */
+  async cancel(p: Principal, signalId: string): Promise<Signal> {
+    this.requireMember(p);
+    const cur = await this.load(signalId);
+    assertInScope(p.key, cur.context);
+    if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may cancel it');
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' });
+    return signalView(c!.record);
+  }
+
   /** pending → delivered after a push to a recipient; no-op when already past pending. */
   async deliver(id: string): Promise<void> {
     await this.rt.send<SignalContext>(SIGNAL, id, { type: 'DELIVER' }, { quiet: true });

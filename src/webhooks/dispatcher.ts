@@ -12,12 +12,12 @@ import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { SIGNAL_LOG, type JournalEntry } from '../signals/kind.js';
+import { isSignalEntry, JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
 import type { Op } from '../store/port.js';
 import { loadAll } from '../store/scan.js';
 import { DELIVERY, deliveryId, webhookIndexes, webhookKeys, type Webhook, type WebhookEvent } from './model.js';
 
-export const OUTBOX_LOGS = [SIGNAL_LOG, ORG_LOG];
+export const OUTBOX_LOGS = [JOURNAL_LOG, ORG_LOG];
 const BATCH = 100;
 /** ops per dispatcher commit, so a burst with many webhooks stays a modest transaction */
 const MAX_OPS = 2000;
@@ -41,11 +41,13 @@ export function eventsOf(log: string, entry: unknown): Event[] {
     return [ev(type, at, data)];
   }
   const e = entry as JournalEntry;
+  // other parts' events (artifacts, workspace, ...) join the catalogue when those parts add theirs
+  if (!isSignalEntry(e)) return [];
   const s = e.signal;
   const at = String(s.updated_at ?? s.created_at);
   if (e.type === 'signal') return [ev('signal.emitted', at, { signal: s })];
   const state = s.delivery_state;
-  if (e.from === state) return [];
+  if (e.prev_state === state) return [];
   const out: Event[] = [];
   if (state === 'leased') out.push(ev('signal.claimed', at, { signal: s }));
   if (state === 'acked') out.push(ev('signal.acked', at, { signal: s }));

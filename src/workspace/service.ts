@@ -6,6 +6,7 @@
  */
 import type { Readable } from 'node:stream';
 import { iso } from '../clock.js';
+import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
@@ -202,7 +203,7 @@ export class Workspace {
       await this.nameFree(item.parent_id, item.name);
       const rev = this.revision(p, item, stored, contentType);
       const file = withRevision(item, rev);
-      return { result: file, ops: [...pin, ...this.createOps(file), ...this.revisionOps(rev)] };
+      return { result: file, ops: [...pin, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file)] };
     });
   }
 
@@ -222,7 +223,7 @@ export class Workspace {
       check(cur.value);
       const rev = this.revision(p, cur.value, stored, contentType ?? cur.value.content_type ?? 'application/octet-stream');
       const file = withRevision(cur.value, rev);
-      return { result: file, ops: [{ op: 'put', key: keys.item(id), value: file, expect: cur.version }, ...this.revisionOps(rev)] };
+      return { result: file, ops: [{ op: 'put', key: keys.item(id), value: file, expect: cur.version }, ...this.revisionOps(rev), fileUpdated(file)] };
     });
   }
 
@@ -281,3 +282,6 @@ function assertName(name: string): void {
 }
 
 const definedOf = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+/** A file's new revision, pushed to every member (the workspace is the org's). */
+const fileUpdated = (file: WorkspaceItem) => eventOp({ type: 'workspace.file_updated', subject: 'workspace_item', data: file, audience: { members: true } });

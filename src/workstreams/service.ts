@@ -5,6 +5,7 @@
  * here; other kinds (memory) are registered by the part that owns them (`register`).
  */
 import { iso } from '../clock.js';
+import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
@@ -108,7 +109,7 @@ export class Workstreams {
     return this.rt.retry(async () => {
       const cur = await this.load(id);
       const next: Workstream = { ...cur.value, ...definedOf(b), updated_at: iso() };
-      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }] };
+      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next)] };
     });
   }
 
@@ -126,7 +127,7 @@ export class Workstreams {
       if (cur.value.links.length >= MAX_LINKS) throw new AppError('WORKSTREAM_VALIDATION_FAILED', `A workstream holds at most ${MAX_LINKS} links`, { field: 'links' });
       const t = iso();
       const next: Workstream = { ...cur.value, links: [...cur.value.links, { kind, id: targetId, linked_by: p.identity.id, linked_at: t }], updated_at: t };
-      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }] };
+      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next)] };
     });
   }
 
@@ -137,7 +138,7 @@ export class Workstreams {
       const links = cur.value.links.filter((l) => !(l.kind === kind && l.id === targetId));
       if (links.length === cur.value.links.length) throw new AppError('WORKSTREAM_LINK_NOT_FOUND', `No ${kind} ${targetId} linked`, { kind, id: targetId });
       const next: Workstream = { ...cur.value, links, updated_at: iso() };
-      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }] };
+      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next)] };
     });
   }
 
@@ -157,3 +158,6 @@ function notFoundAsUndefined(e: unknown): undefined {
 }
 
 const definedOf = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+/** A changed workstream (fields or links), pushed to every member. */
+const updated = (w: Workstream) => eventOp({ type: 'workstream.updated', subject: 'workstream', data: w, audience: { members: true } });

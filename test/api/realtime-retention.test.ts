@@ -1,15 +1,16 @@
 /**
  * The journal keeps the last JOURNAL_RETAIN_ENTRIES changes. A cursor inside that window resumes; one whose
  * following changes were trimmed is refused with 410 PUSH_CURSOR_EXPIRED (WebSocket upgrade, resume op,
- * SSE Last-Event-ID), never silently resumed with a gap.
+ * SSE Last-Event-ID), never silently resumed with a gap; a socket that lags behind the window is closed
+ * with 4410.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Started } from '../helpers/server.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { bootstrap, type Member } from '../helpers/client.js';
-import { PushSocket, refusedUpgrade, waitFor } from '../helpers/push.js';
+import { pool, PushSocket, refusedUpgrade, waitFor } from '../helpers/push.js';
 import { emitOk, expectError } from './support.js';
-import { SIGNAL_LOG } from '../../src/signals/kind.js';
+import { JOURNAL_LOG } from '../../src/journal/journal.js';
 
 describe.each(BACKENDS)('journal retention on %s', (backend) => {
   const servers = serversOn(backend);
@@ -22,18 +23,19 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     root = await bootstrap(svc.url);
     for (let i = 0; i < 30; i++) ids.push((await emitOk(root, { signal_type: 'pulse', content: `n${i}` })).id);
     // the hub trims on its one-second beat
-    await waitFor(async () => (await svc.store.logStart(SIGNAL_LOG)) > 1, 5000, 'the journal to be trimmed');
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    await waitFor(async () => (await svc.store.logStart(JOURNAL_LOG)) === last - 10 + 1, 5000, 'the journal to be trimmed to its last 10 entries');
   });
 
   it('keeps the last entries and drops the rest', async () => {
-    const last = await svc.store.lastSeq(SIGNAL_LOG);
-    const start = await svc.store.logStart(SIGNAL_LOG);
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    const start = await svc.store.logStart(JOURNAL_LOG);
     expect(start).toBe(last - 10 + 1);
-    expect((await svc.store.readLog(SIGNAL_LOG, 0, 100)).map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
+    expect((await svc.store.readLog(JOURNAL_LOG, 0, 100)).map((e) => e.seq)).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
   });
 
   it('a cursor inside the window resumes; one before it is refused on every path', async () => {
-    const start = await svc.store.logStart(SIGNAL_LOG);
+    const start = await svc.store.logStart(JOURNAL_LOG);
     const inside = String(start - 1);
     const s = await PushSocket.open(svc.url, root.key, { after: inside });
     await waitFor(() => s.pushes().length >= 10, 5000, 'the 10 retained changes');
@@ -54,4 +56,32 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     const sse = await fetch(`${svc.url}/signals/stream?token=${root.key}&last_event_id=3`);
     expectError({ status: sse.status, body: await sse.json() }, 410, 'PUSH_CURSOR_EXPIRED');
   });
+
+  it('closes a socket with 4410 when the journal is trimmed past a position it has not caught up from', async () => {
+    const lagging = await servers.start({ JOURNAL_RETAIN_ENTRIES: '10', PUSH_MAX_BUFFER_BYTES: '65536', PUSH_DRAIN_TIMEOUT_MS: '30000' });
+    const admin = await bootstrap(lagging.url);
+    const s = await PushSocket.open(lagging.url, admin.key, { label: 'lagging' });
+    const tcp = (s.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    tcp.pause();
+    const big = 'z'.repeat(40 * 1024);
+    const emitting = pool(200, 4, async (i) => emitOk(admin, { signal_type: 'pulse', content: `${i} ${big}` }));
+    const stuck = () => lagging.realtime.hub.positions().find((p) => p.waitingForRoom);
+    await waitFor(() => stuck() !== undefined, 20_000, 'the paused socket to be held back');
+    await emitting;
+    const end = await lagging.store.lastSeq(JOURNAL_LOG);
+    // the window moves past everything the socket still owes
+    for (let i = 0; i < 12; i++) await emitOk(admin, { signal_type: 'pulse', content: `after ${i}` });
+    await waitFor(async () => (await lagging.store.logStart(JOURNAL_LOG)) > end + 1, 5000, 'the journal to be trimmed past the socket');
+    tcp.resume();
+    const closed = await s.closed();
+    expect(closed.code).toBe(4410);
+    const err = s.frames[s.frames.length - 1];
+    expect(err.type).toBe('error');
+    expect(err.error).toMatchObject({ code: 'PUSH_CURSOR_EXPIRED', details: { oldest_cursor: expect.stringMatching(/^\d+$/) } });
+    expect(BigInt(err.error!.details.oldest_cursor)).toBeGreaterThan(BigInt(end));
+    // what it did get came in order, without a hole
+    const cursors = s.pushes().map((f) => Number(f.cursor));
+    expect(cursors.length).toBeGreaterThan(0);
+    cursors.forEach((c, i) => i > 0 && expect(c).toBeGreaterThan(cursors[i - 1]));
+  }, 60_000);
 });

@@ -5,6 +5,7 @@
  * Last-Event-ID after a dropped connection, auth errors answered as JSON before the stream starts, and the
  * heartbeat comment.
  */
+import { connect } from 'node:net';
 import { EventSource } from 'eventsource';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
@@ -236,5 +237,51 @@ describe.each(BACKENDS)('SSE stream on %s', (backend) => {
     } finally {
       ctrl.abort();
     }
+  });
+
+  /**
+   * A reader that stops reading: once the stream's backlog passes PUSH_MAX_BUFFER_BYTES its events wait,
+   * and when it makes no room for PUSH_DRAIN_TIMEOUT_MS the stream is ended; what it did receive ends on a
+   * whole event, and resuming from that event's id gets the rest.
+   */
+  describe('a reader that does not read', () => {
+    let slow: Service;
+    let admin: Member;
+
+    beforeAll(async () => {
+      slow = await servers.start({ PUSH_MAX_BUFFER_BYTES: '65536', PUSH_DRAIN_TIMEOUT_MS: '1500' });
+      admin = await bootstrap(slow.url);
+    });
+
+    it('is ended at PUSH_MAX_BUFFER_BYTES and resumes from its last whole event', async () => {
+      const sock = connect(slow.port, '127.0.0.1');
+      let raw = '';
+      let ended = false;
+      sock.setEncoding('utf8');
+      sock.on('data', (d: string) => (raw += d));
+      sock.on('close', () => (ended = true));
+      sock.on('error', () => undefined);
+      await new Promise<void>((resolve) => sock.once('connect', () => resolve()));
+      const attached = slow.realtime.hub.positions().length;
+      sock.write(`GET /signals/stream?token=${admin.key}&type=bulk HTTP/1.1\r\nHost: test\r\n\r\n`);
+      await waitFor(() => raw.includes(': cursor'), 5000, 'the stream to start');
+      await waitFor(() => slow.realtime.hub.positions().length === attached + 1, 5000, 'the stream to attach');
+      sock.pause();
+      const big = 'y'.repeat(40 * 1024);
+      const ids = await pool(200, 4, async (i) => (await emitOk(admin, { signal_type: 'bulk', content: `${i} ${big}` })).id as string);
+      await waitFor(() => slow.realtime.hub.positions().length === attached, 15_000, 'the server to end the stream');
+      sock.resume();
+      await waitFor(() => ended, 10_000, 'the connection to close');
+      const events = [...raw.matchAll(/id: (\d+)\nevent: signal\ndata: (.*)\n\n/g)].map((m) => ({ id: m[1], signal: JSON.parse(m[2]) }));
+      expect(events.length).toBeGreaterThan(0);
+      expect(events.length).toBeLessThan(ids.length);
+      expect(raw).not.toMatch(/\r\n0\r\n\r\n$/); // closed, not a finished response
+      const got = events.map((e) => e.signal.id);
+      const lastId = events[events.length - 1].id;
+      const rest = await stream(slow.url, { token: admin.key, type: 'bulk', last_event_id: lastId }, 'resumed');
+      await rest.waitSignals(ids.filter((id) => !got.includes(id)), 20_000);
+      expectExactlyOnce([...got, ...rest.signalIds()], ids, 'cut stream, then resumed');
+      expectIncreasingIds(rest.events.map((e) => e.id), 'resumed');
+    });
   });
 });

@@ -221,17 +221,19 @@ export class SseStream {
   private constructor(
     readonly es: EventSource,
     readonly label: string,
+    types: string[],
   ) {
-    for (const type of ['signal', 'signal.updated']) {
+    for (const type of types) {
       es.addEventListener(type, (ev: MessageEvent) => this.events.push({ type, id: ev.lastEventId, signal: JSON.parse(ev.data) }));
     }
     es.addEventListener('error', () => this.errors++);
     es.addEventListener('open', () => this.opens++);
   }
 
-  static async open(httpUrl: string, params: Record<string, string>, label = 'stream'): Promise<SseStream> {
+  /** `types`: the event names to collect (each event's data lands in `signal`, whatever its subject). */
+  static async open(httpUrl: string, params: Record<string, string>, label = 'stream', types = ['signal', 'signal.updated']): Promise<SseStream> {
     const es = new EventSource(`${httpUrl}/signals/stream?${new URLSearchParams(params)}`);
-    const s = new SseStream(es, label);
+    const s = new SseStream(es, label, types);
     await waitFor(() => s.opens > 0 || es.readyState === EventSource.CLOSED, 5000, `${label}: stream open`);
     if (s.opens === 0) throw new Error(`${label}: stream did not open`);
     return s;

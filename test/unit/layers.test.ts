@@ -17,10 +17,12 @@ const LAYERS: Record<string, number> = {
   // the actor host
   runtime: 2,
   // services: rules per part of the interface
-  identity: 3, auth: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
+  identity: 3, auth: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3,
   workspace: 3, artifacts: 3, workstreams: 3, webhooks: 3,
+  // the method table /rpc and MCP share, and the composite workflow calls
+  surface: 3,
   // transports
-  http: 4, api: 4, realtime: 4,
+  http: 4, api: 4, realtime: 4, rpc: 4, mcp: 4, a2a: 4,
   // composition
   app: 5, main: 5,
 };
@@ -30,6 +32,9 @@ const TRANSPORT_RULES: [string, string][] = [
   ['http', 'api'],
   ['http', 'realtime'],
   ['api', 'realtime'],
+  // the JSON-RPC, MCP and A2A surfaces stand beside REST and push: none imports another transport but http
+  ...(['rpc', 'mcp', 'a2a'] as const).flatMap((t): [string, string][] => ['api', 'realtime', 'rpc', 'mcp', 'a2a'].filter((o) => o !== t).map((o): [string, string] => [t, o])),
+  ...(['api', 'realtime', 'http'] as const).flatMap((t): [string, string][] => ['rpc', 'mcp', 'a2a'].map((o): [string, string] => [t, o])),
 ];
 
 export interface Violation {

@@ -1,0 +1,67 @@
+/**
+ * The push journal: one commit-ordered log that every change worth pushing appends to, in the same store commit
+ * as the change itself (so it is also the outbox webhooks read). Signal entries carry the Signal and its route;
+ * every other part appends an event entry naming its subject, its data and who may see it.
+ */
+import type { Principal } from '../identity/model.js';
+import type { Signal } from '../signals/kind.js';
+import type { Op } from '../store/port.js';
+
+/** The log's stored name; its sequence is the cursor clients resume from. */
+export const JOURNAL_LOG = 'signals';
+
+export interface SignalEntry {
+  type: 'signal' | 'signal.updated';
+  signal: Signal;
+  route: { role_id: string | null; ring_id: string | null };
+  /** the delivery state before this change (absent on a new signal) */
+  prev_state?: string;
+}
+
+/** Who is shown an event besides admins' all-seeing streams: any of these matches. */
+export interface EventAudience {
+  identities?: string[];
+  /** role ids: their fillers */
+  roles?: string[];
+  /** ring ids: their members */
+  rings?: string[];
+  /** every identity with an active membership */
+  members?: boolean;
+}
+
+export interface EventEntry {
+  type: string;
+  /** the frame's field naming the data (`memory`, `artifact`, ...) */
+  subject: string;
+  data: unknown;
+  audience: EventAudience;
+  /** a memory namespace the entry belongs to: a key's memory_scopes narrow who sees it */
+  memory_namespace?: string;
+}
+
+export type JournalEntry = SignalEntry | EventEntry;
+
+export const isSignalEntry = (e: JournalEntry): e is SignalEntry => 'signal' in e;
+
+/** The subject and data a push frame carries. */
+export const frameOf = (e: JournalEntry): { subject: string; data: unknown } => (isSignalEntry(e) ? { subject: 'signal', data: e.signal } : { subject: e.subject, data: e.data });
+
+/** The append op that records an event in the commit of the change it reports. */
+export const eventOp = (e: EventEntry): Op => ({ op: 'append', log: JOURNAL_LOG, entry: e });
+
+/** Whether a key's memory_scopes (exact names or `prefix:*`) cover a namespace; an empty list covers all. */
+export function memoryScopeCovers(scopes: string[], namespace: string): boolean {
+  return !scopes.length || scopes.some((s) => (s.endsWith(':*') ? namespace.startsWith(s.slice(0, -1)) : s === namespace));
+}
+
+/** Whether an identity with these roles and rings is in an event's audience. */
+export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]; rings: string[] }): boolean {
+  const a = e.audience;
+  if (e.memory_namespace !== undefined && !memoryScopeCovers(p.key.permissions.memory_scopes, e.memory_namespace)) return false;
+  return (
+    (a.members === true && p.membership?.status === 'active') ||
+    (a.identities?.includes(p.identity.id) ?? false) ||
+    (a.roles?.some((r) => reach.roles.includes(r)) ?? false) ||
+    (a.rings?.some((r) => reach.rings.includes(r)) ?? false)
+  );
+}

@@ -1,0 +1,114 @@
+/**
+ * The method table /rpc and MCP share: name → params schema and one handler over the services REST calls.
+ * Names accept `.` and `/` as separator (`inbox.check` = `inbox/check`). A part built on another branch
+ * (memory.*, webhooks.list) is one more entry here.
+ */
+import Type, { type TSchema } from 'typebox';
+import { AppError, isAppError } from '../errors.js';
+import type { Principal } from '../identity/model.js';
+import { commaList, compile, validate, type Validator } from '../validation.js';
+import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
+import type { EmitBody as EmitFields } from '../signals/service.js';
+import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
+import { Workflow, type SurfaceServices } from './workflow.js';
+
+export interface Method<T = any> {
+  params: Validator<T>;
+  description: string;
+  /** an admin identity's key only */
+  admin?: boolean;
+  handler(p: Principal, params: T): Promise<unknown>;
+}
+export type MethodTable = Record<string, Method>;
+
+const NonEmpty = Type.String({ minLength: 1 });
+const obj = <T extends Record<string, TSchema>>(props: T) => compile(Type.Object(props));
+
+export const SearchParams = obj({
+  text: Type.Optional(Type.String()),
+  tags: Type.Optional(Type.Array(Type.String())),
+  type: Type.Optional(NonEmpty),
+  role: Type.Optional(NonEmpty),
+  ring: Type.Optional(NonEmpty),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+});
+export const BatchEmitParams = obj({ signals: Type.Array(EmitBody.schema, { minItems: 1, maxItems: 100 }) });
+export const NextParams = obj({ task_types: Type.Optional(Type.Array(NonEmpty)), lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) });
+export const HandoffParams = obj({
+  to_role: Type.Optional(NonEmpty),
+  to_identity: Type.Optional(NonEmpty),
+  summary: NonEmpty,
+  content: Type.Optional(Type.String()),
+  links: Type.Optional(Type.Array(Type.Object({ kind: NonEmpty, id: NonEmpty }))),
+  acceptance_criteria: Type.Optional(Type.Array(Type.String())),
+  urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  task_type: Type.Optional(NonEmpty),
+  complete_claim: Type.Optional(NonEmpty),
+  release_claim: Type.Optional(NonEmpty),
+});
+const PageParams = obj({ after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
+const NoParams = compile(Type.Object({}, { additionalProperties: false }));
+
+type Params<V> = V extends Validator<infer T> ? T : never;
+const method = <V extends Validator<any>>(params: V, description: string, handler: (p: Principal, q: Params<V>) => Promise<unknown>, admin = false): Method<Params<V>> => ({ params, description, handler, admin });
+
+export function methodTable(s: SurfaceServices): MethodTable {
+  const w = new Workflow(s);
+  return {
+    'signals.emit': method(EmitBody, 'Emit a signal; answers the Signal.', (p, q) => s.signals.emit(p, q as EmitFields)),
+    'signals.batch_emit': method(BatchEmitParams, 'Emit several signals, each on its own (atomic per item); results in order, each {signal} or {error}.', async (p, q) => {
+      const results: unknown[] = [];
+      for (const body of q.signals) results.push(await s.signals.emit(p, body as EmitFields).then((signal) => ({ signal }), (e) => ({ error: errorOf(e) })));
+      return { results };
+    }),
+    'signals.search': method(SearchParams, 'Full-text search over signal content with tag, type, role and ring filters; answers an array of Signal.', (p, q) => w.search(p, q)),
+    'inbox.check': method(InboxQuery, "The caller's inbox, most urgent first: {signals, cursor, has_more}.", async (p, q) =>
+      page('signals', await s.inbox.identityInbox(p, p.identity.id, { ...q, types: commaList(q.type) }, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
+    ),
+    'tasks.claim': method(ClaimBody, 'Claim a task under a lease; answers the Signal.', (p, q) => s.signals.claim(p, q.signal_id, q.lease_ms)),
+    'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (or release it with outcome "failed").', (p, q) => s.signals.ack(p, q.signal_id, q.outcome)),
+    'thread.get': method(ReceiptBody, 'Every signal of the thread the signal is in: {signals}.', async (p, q) => ({ signals: await s.signals.thread(p, q.signal_id) })),
+    'identity.whoami': method(NoParams, 'The caller: identity, key (without secret), membership, roles and rings.', (p) => w.whoami(p)),
+    'roles.list': method(NoParams, 'Every role.', () => s.org.listRoles()),
+    'rings.list': method(NoParams, 'Every ring.', () => s.org.listRings()),
+    'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
+    'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
+    'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type): {signal} or {signal: null}.', (p, q) => w.next(p, q)),
+    'handoff.create': method(HandoffParams, "Hand work on as a task signal (summary, links, acceptance criteria in payload.handoff), first completing or releasing the caller's own claim: {signal, claim}.", (p, q) => w.handoff(p, q)),
+  };
+}
+
+/** `inbox/check` and `inbox.check` name the same method. */
+export const canonicalName = (name: string) => name.replace(/\//g, '.');
+
+export interface ResolvedCall {
+  method: Method;
+  params: unknown;
+}
+
+/**
+ * Finds the method and checks its params; undefined for an unknown name. A params failure is
+ * RPC_INVALID_PARAMS with the field and the code REST would have answered.
+ */
+export function resolve(table: MethodTable, name: string, params: unknown): ResolvedCall | undefined {
+  const m = Object.hasOwn(table, canonicalName(name)) ? table[canonicalName(name)] : undefined;
+  if (!m) return undefined;
+  try {
+    return { method: m, params: validate(m.params, params === undefined ? {} : params) };
+  } catch (e) {
+    if (!isAppError(e)) throw e;
+    throw new AppError('RPC_INVALID_PARAMS', e.message, { ...e.details, code: e.code });
+  }
+}
+
+export async function invoke(call: ResolvedCall, p: Principal): Promise<unknown> {
+  if (call.method.admin && !p.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');
+  return call.method.handler(p, call.params);
+}
+
+/** A failure as a client may see it: a catalogue code, never an internal message. */
+export function errorOf(e: unknown): { code: string; message: string; details: Record<string, unknown> | null } {
+  const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
+  return { code: err.code, message: err.message, details: err.details };
+}
+

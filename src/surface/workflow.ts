@@ -1,0 +1,173 @@
+/**
+ * The composite calls only /rpc and MCP offer: each is a sequence of the same service calls REST makes
+ * (inbox reads, claims, acks, emits), so every rule stays with its service.
+ */
+import type { Identities } from '../identity/identities.js';
+import { publicKey, type Principal } from '../identity/model.js';
+import { AppError, isAppError } from '../errors.js';
+import type { Org } from '../org/service.js';
+import type { Inbox, InboxItem } from '../signals/inbox.js';
+import type { Signal } from '../signals/kind.js';
+import type { Signals } from '../signals/service.js';
+
+/** How far the composite calls read before they stop (documented in docs/surfaces.md). */
+export const SCAN = { page: 100, nextPages: 10, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5 };
+
+/** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
+const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
+
+export interface SearchParams {
+  text?: string;
+  tags?: string[];
+  type?: string;
+  role?: string;
+  ring?: string;
+  limit?: number;
+}
+
+export interface HandoffParams {
+  to_role?: string;
+  to_identity?: string;
+  summary: string;
+  content?: string;
+  links?: { kind: string; id: string }[];
+  acceptance_criteria?: string[];
+  urgency?: number;
+  task_type?: string;
+  complete_claim?: string;
+  release_claim?: string;
+}
+
+/** A part of workflow.resume that another service supplies (memories, workstreams): one entry each. */
+export type ResumePart = (p: Principal) => Promise<unknown>;
+
+export interface SurfaceServices {
+  signals: Signals;
+  inbox: Inbox;
+  org: Org;
+  identities: Identities;
+  /** extra sections of workflow.resume, keyed by their name in the answer */
+  resumeParts?: Record<string, ResumePart>;
+}
+
+export class Workflow {
+  constructor(private s: SurfaceServices) {}
+
+  async whoami(p: Principal) {
+    const { roles, rings } = await this.places(p);
+    return { identity: p.identity, key: publicKey(p.key), membership: p.membership ?? null, roles, rings };
+  }
+
+  private async places(p: Principal) {
+    const ids = await this.s.org.placesOf(p.identity.id);
+    const [roles, rings] = await Promise.all([
+      Promise.all(ids.roles.map((id) => this.s.org.role(id).catch(() => undefined))),
+      Promise.all(ids.rings.map((id) => this.s.org.ring(id).catch(() => undefined))),
+    ]);
+    return { roles: roles.filter((r) => r !== undefined), rings: rings.filter((r) => r !== undefined) };
+  }
+
+  /** Everything an agent needs after a restart, in one answer. */
+  async resume(p: Principal) {
+    const [me, tasks, inbox] = await Promise.all([this.whoami(p), this.heldTasks(p), this.unread(p)]);
+    const extra = Object.entries(this.s.resumeParts ?? {});
+    const parts = await Promise.all(extra.map(async ([name, part]) => [name, await part(p)] as const));
+    return { ...me, tasks, inbox, ...Object.fromEntries(parts) };
+  }
+
+  private async heldTasks(p: Principal) {
+    const held: { signal: Signal; lease_ends_at: string | null }[] = [];
+    let after: string | undefined;
+    for (let i = 0; i < SCAN.heldPages; i++) {
+      const res = await this.s.signals.list(p, { types: ['task'], delivery_state: 'leased' }, after, SCAN.page);
+      for (const s of res.items) if (s.claimed_by === p.identity.id) held.push({ signal: s, lease_ends_at: s.claim_expires_at });
+      if (res.cursor === null) break;
+      after = res.cursor;
+    }
+    return held;
+  }
+
+  private async unread(p: Principal) {
+    let count = 0;
+    let top: InboxItem[] = [];
+    let after: string | undefined;
+    let complete = false;
+    for (let i = 0; i < SCAN.unreadPages; i++) {
+      const res = await this.s.inbox.identityInbox(p, p.identity.id, { receipt_state: 'unread' }, after, SCAN.page);
+      if (i === 0) top = res.items.slice(0, SCAN.topItems);
+      count += res.items.length;
+      if (res.cursor === null) {
+        complete = true;
+        break;
+      }
+      after = res.cursor;
+    }
+    return { unread: count, unread_complete: complete, top };
+  }
+
+  /** Claims the most urgent open task the caller may take; a claim lost to another agent moves on to the next. */
+  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number }): Promise<{ signal: Signal | null }> {
+    this.s.signals.requireMember(p);
+    let after: string | undefined;
+    for (let i = 0; i < SCAN.nextPages; i++) {
+      const res = await this.s.inbox.identityInbox(p, p.identity.id, { types: ['task'] }, after, SCAN.page);
+      for (const item of res.items) {
+        if (item.task_status !== 'open' || (item.delivery_state !== 'pending' && item.delivery_state !== 'delivered')) continue;
+        if (q.task_types?.length && !q.task_types.includes(item.payload?.task_type as string)) continue;
+        try {
+          return { signal: await this.s.signals.claim(p, item.id, q.lease_ms) };
+        } catch (e) {
+          if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+        }
+      }
+      if (res.cursor === null) break;
+      after = res.cursor;
+    }
+    return { signal: null };
+  }
+
+  /**
+   * A structured handoff: the caller's own claim is completed or released first, then the task signal is
+   * emitted. Two commits (the claim is one actor, the new signal another), in that order.
+   */
+  async handoff(p: Principal, h: HandoffParams): Promise<{ signal: Signal; claim: Signal | null }> {
+    if ((h.to_role === undefined) === (h.to_identity === undefined)) throw new AppError('VALIDATION_FIELD_REQUIRED', 'Exactly one of to_role or to_identity is required', { field: 'to_role' });
+    if (h.complete_claim !== undefined && h.release_claim !== undefined) throw new AppError('VALIDATION_INVALID_TYPE', 'complete_claim and release_claim exclude each other', { field: 'release_claim' });
+    this.s.signals.requireMember(p);
+    const claimId = h.complete_claim ?? h.release_claim;
+    const claim = claimId === undefined ? null : await this.s.signals.ack(p, claimId, h.complete_claim !== undefined ? 'completed' : 'failed');
+    const signal = await this.s.signals.emit(p, {
+      signal_type: 'task',
+      content: h.content ?? h.summary,
+      to_role: h.to_role,
+      to_identity: h.to_identity,
+      urgency: h.urgency,
+      parent_id: claimId,
+      payload: {
+        ...(h.task_type !== undefined ? { task_type: h.task_type } : {}),
+        handoff: { summary: h.summary, links: h.links ?? [], acceptance_criteria: h.acceptance_criteria ?? [], from_claim: claimId ?? null },
+      },
+    });
+    return { signal, claim };
+  }
+
+  /** Full-text over content (every word must occur), newest first, within the last SCAN.searchSignals signals the key may read. */
+  async search(p: Principal, q: SearchParams): Promise<Signal[]> {
+    const words = (q.text ?? '').toLowerCase().split(/\s+/).filter(Boolean);
+    const limit = q.limit ?? 20;
+    const out: Signal[] = [];
+    let after: string | undefined;
+    for (let seen = 0; seen < SCAN.searchSignals && out.length < limit; ) {
+      const res = await this.s.signals.list(p, { types: q.type ? [q.type] : undefined, to_role: q.role, to_ring: q.ring, tag: q.tags?.[0] }, after, SCAN.page);
+      seen += res.items.length;
+      for (const s of res.items) {
+        const text = s.content.toLowerCase();
+        if (words.every((w) => text.includes(w)) && (q.tags ?? []).every((t) => s.tags.includes(t))) out.push(s);
+        if (out.length === limit) break;
+      }
+      if (res.cursor === null) break;
+      after = res.cursor;
+    }
+    return out;
+  }
+}

@@ -1,0 +1,277 @@
+/**
+ * POST /rpc over real HTTP on both backends: every method, both separators, a batch with mixed success
+ * and failure, every RPC error code with its HTTP status, domain errors keeping their status outside a
+ * batch, workflow.next under a claim race, handoff.create with its claim step, and auth refusals.
+ */
+import Type from 'typebox';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { authenticate } from '../../src/auth/keys.js';
+import { FrontEnd } from '../../src/http/server.js';
+import { Links } from '../../src/http/links.js';
+import { createLogger } from '../../src/log.js';
+import { rpcRoutes } from '../../src/rpc/rpc.js';
+import { compile } from '../../src/validation.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
+import { expectError, expectOk } from './support.js';
+
+let seq = 0;
+/** One JSON-RPC call; answers the HTTP status and the parsed body. */
+async function rpc(c: Client, method: string, params?: unknown, id: string | number | null = ++seq) {
+  const res = await c.req('POST', '/rpc', { jsonrpc: '2.0', id, method, ...(params === undefined ? {} : { params }) });
+  return res;
+}
+async function ok(c: Client, method: string, params?: unknown) {
+  const res = await rpc(c, method, params);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  expect(res.body).toMatchObject({ jsonrpc: '2.0' });
+  expect(res.body.error).toBeUndefined();
+  return res.body.result;
+}
+function rpcError(res: { status: number; body: any }, status: number, code: string, numeric: number) {
+  expect({ status: res.status, code: res.body?.error?.data?.code }, JSON.stringify(res.body)).toEqual({ status, code });
+  expect(res.body.jsonrpc).toBe('2.0');
+  expect(res.body.error.code).toBe(numeric);
+  expect(res.body.error.message.length).toBeGreaterThan(0);
+  expect(res.body.error.data.request_id).toMatch(/^req_/);
+  expect(res.body.error.data).toHaveProperty('details');
+}
+
+for (const backend of BACKENDS) {
+  describe(`POST /rpc on ${backend}`, () => {
+    const servers = serversOn(backend);
+    let svc: Started;
+    let url: string;
+    let root: Member;
+    let alice: Member;
+    let bob: Member;
+    let carol: Member;
+
+    beforeAll(async () => {
+      svc = await servers.start({ TASK_LEASE_MS: '60000' });
+      url = svc.url;
+      root = await bootstrap(url);
+      alice = await join(root.client, 'alice');
+      bob = await join(root.client, 'bob', { capabilities: ['rust'] });
+      carol = await join(root.client, 'carol');
+      const role = expectOk(await root.client.post('/roles', { name: 'Builder', purpose: 'builds' }), 201);
+      expectOk(await root.client.post('/fills', { identity_id: bob.id, role_id: role.id }), 201);
+      expectOk(await root.client.post('/fills', { identity_id: carol.id, role_id: role.id }), 201);
+      expectOk(await root.client.post('/rings', { name: 'Core', members: [alice.id, bob.id] }), 201);
+    });
+
+    it('signals.emit, tasks.claim, signals.ack and thread.get act as REST does; "." and "/" name the same method', async () => {
+      const task = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'rpc task', to_role: 'Builder' });
+      expect(task).toMatchObject({ from_identity: alice.id, to_role: 'Builder', task_status: 'open', delivery_state: 'pending' });
+      const claimed = await ok(bob.client, 'tasks/claim', { signal_id: task.id, lease_ms: 5000 });
+      expect(claimed).toMatchObject({ claimed_by: bob.id, delivery_state: 'leased' });
+      rpcError(await rpc(carol.client, 'tasks.claim', { signal_id: task.id }), 409, 'SIGNAL_CLAIM_CONFLICT', -32000);
+      rpcError(await rpc(carol.client, 'signals/ack', { signal_id: task.id }), 403, 'SIGNAL_ACK_UNAUTHORIZED', -32000);
+      const acked = await ok(bob.client, 'signals/ack', { signal_id: task.id });
+      expect(acked).toMatchObject({ task_status: 'completed', delivery_state: 'acked' });
+      const reply = await ok(bob.client, 'signals.emit', { signal_type: 'pulse', content: 'done', parent_id: task.id });
+      const thread = await ok(alice.client, 'thread/get', { signal_id: task.id });
+      expect(thread.signals.map((s: any) => s.id)).toEqual([task.id, reply.id]);
+      expect(await ok(alice.client, 'thread.get', { signal_id: reply.id })).toEqual(thread);
+      rpcError(await rpc(alice.client, 'signals.emit', { signal_type: 'task', content: 'x', from_identity: bob.id }), 403, 'POLICY_IDENTITY_MISMATCH', -32000);
+      rpcError(await rpc(alice.client, 'thread.get', { signal_id: 'nope' }), 404, 'SIGNAL_NOT_FOUND', -32000);
+    });
+
+    it('signals.batch_emit: each item on its own, results in order', async () => {
+      const res = await ok(alice.client, 'signals.batch_emit', {
+        signals: [
+          { signal_type: 'pulse', content: 'first' },
+          { signal_type: 'pulse', content: 'bad target', to_role: 'Nobody' },
+          { signal_type: 'pulse', content: 'third', from_identity: bob.id },
+          { signal_type: 'sense', content: 'fourth', to_ring: 'Core' },
+        ],
+      });
+      expect(res.results.map((r: any) => r.signal?.content ?? r.error.code)).toEqual(['first', 'SIGNAL_NOT_FOUND', 'POLICY_IDENTITY_MISMATCH', 'fourth']);
+      const listed = expectOk(await alice.client.get('/signals/list?limit=5')).signals.map((s: any) => s.content);
+      expect(listed.slice(0, 2)).toEqual(['fourth', 'first']);
+      rpcError(await rpc(alice.client, 'signals.batch_emit', { signals: [] }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('signals.search: words in content, with tag, type, role and ring filters', async () => {
+      const hit = await ok(alice.client, 'signals.emit', { signal_type: 'query', content: 'Where is the Deploy key?', tags: ['ops', 'keys'], to_ring: 'Core' });
+      await ok(alice.client, 'signals.emit', { signal_type: 'query', content: 'deploy later', tags: ['ops'] });
+      await ok(alice.client, 'signals.emit', { signal_type: 'pulse', content: 'the deploy key rotated', tags: ['ops', 'keys'] });
+      const byText = await ok(alice.client, 'signals.search', { text: 'deploy KEY' });
+      expect(byText.map((s: any) => s.content)).toEqual(['the deploy key rotated', 'Where is the Deploy key?']);
+      expect((await ok(alice.client, 'signals/search', { text: 'deploy', tags: ['ops', 'keys'], type: 'query' })).map((s: any) => s.id)).toEqual([hit.id]);
+      expect((await ok(alice.client, 'signals.search', { text: 'deploy', ring: 'core' })).map((s: any) => s.id)).toEqual([hit.id]);
+      expect(await ok(alice.client, 'signals.search', { text: 'deploy', role: 'Builder' })).toEqual([]);
+      expect(await ok(alice.client, 'signals.search', { text: 'deploy', limit: 1 })).toHaveLength(1);
+      rpcError(await rpc(alice.client, 'signals.search', { tags: 'ops' }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('inbox.check: the caller inbox with the REST filters and paging', async () => {
+      const direct = await ok(alice.client, 'signals.emit', { signal_type: 'alert', content: 'for carol', to_identity: carol.id, urgency: 1 });
+      const first = await ok(carol.client, 'inbox.check', { limit: 1 });
+      expect(first.signals.map((s: any) => s.id)).toEqual([direct.id]);
+      expect(first.signals[0].receipt_state).toBe('unread');
+      expect(first.has_more).toBe(true);
+      const next = await ok(carol.client, 'inbox/check', { limit: 100, after: first.cursor });
+      expect(next.signals.map((s: any) => s.id)).not.toContain(direct.id);
+      expect((await ok(carol.client, 'inbox.check', { type: 'alert', view: 'summary' })).signals[0]).not.toHaveProperty('content');
+      rpcError(await rpc(carol.client, 'inbox.check', { after: 'not a cursor!' }), 400, 'VALIDATION_INVALID_TYPE', -32602);
+    });
+
+    it('identity.whoami, roles.list, rings.list, identities.list (admin)', async () => {
+      const me = await ok(bob.client, 'identity.whoami');
+      expect(me.identity).toMatchObject({ id: bob.id, capabilities: ['rust'] });
+      expect(me.key).not.toHaveProperty('hash');
+      expect(me.membership.status).toBe('active');
+      expect(me.roles.map((r: any) => r.name)).toEqual(['Builder']);
+      expect(me.rings.map((r: any) => r.name)).toEqual(['Core']);
+      expect((await ok(bob.client, 'roles/list')).map((r: any) => r.name)).toEqual(['Builder']);
+      expect((await ok(bob.client, 'rings.list', {})).map((r: any) => r.name)).toEqual(['Core']);
+      const ids = await ok(root.client, 'identities.list', { limit: 2 });
+      expect(ids.identities.map((i: any) => i.id)).toEqual([carol.id, bob.id]);
+      rpcError(await rpc(bob.client, 'identities.list'), 403, 'AUTH_ADMIN_REQUIRED', -32000);
+      rpcError(await rpc(bob.client, 'roles.list', { unexpected: true }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('workflow.next claims the most urgent open task the caller may take; a lost race moves on', async () => {
+      const low = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'low', to_role: 'Builder', urgency: 0.2, payload: { task_type: 'build' } });
+      const high = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'high', to_role: 'Builder', urgency: 0.95, payload: { task_type: 'build' } });
+      const rust = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'rust only', to_role: 'Builder', urgency: 0.99, target_capabilities: ['rust'], payload: { task_type: 'build' } });
+      const review = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'review', to_role: 'Builder', urgency: 0.97, payload: { task_type: 'review' } });
+
+      // carol lacks the rust capability: the most urgent she may take of type build is "high"
+      const got = await ok(carol.client, 'workflow.next', { task_types: ['build'], lease_ms: 30000 });
+      expect(got.signal).toMatchObject({ id: high.id, claimed_by: carol.id, delivery_state: 'leased' });
+      expect(Date.parse(got.signal.claim_expires_at) - Date.parse(got.signal.claimed_at)).toBe(30000);
+      // bob may take the rust task
+      expect((await ok(bob.client, 'workflow/next', { task_types: ['build'] })).signal.id).toBe(rust.id);
+
+      // two racing for the same candidates: each gets a different task, none fails
+      const [x, y] = await Promise.all([ok(bob.client, 'workflow.next', {}), ok(carol.client, 'workflow.next', {})]);
+      expect(new Set([x.signal.id, y.signal.id])).toEqual(new Set([review.id, low.id]));
+      expect((await ok(carol.client, 'workflow.next', { task_types: ['build'] })).signal).toBeNull();
+      rpcError(await rpc(carol.client, 'workflow.next', { lease_ms: 0 }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('handoff.create completes or releases the caller claim, then emits the structured task', async () => {
+      const task = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'step 1', to_identity: bob.id });
+      await ok(bob.client, 'tasks.claim', { signal_id: task.id });
+      const h = await ok(bob.client, 'handoff.create', {
+        to_role: 'Builder',
+        summary: 'step 2: ship it',
+        links: [{ kind: 'signal', id: task.id }],
+        acceptance_criteria: ['tests green'],
+        urgency: 0.8,
+        task_type: 'build',
+        complete_claim: task.id,
+      });
+      expect(h.claim).toMatchObject({ id: task.id, task_status: 'completed' });
+      expect(h.signal).toMatchObject({ signal_type: 'task', content: 'step 2: ship it', to_role: 'Builder', from_identity: bob.id, parent_id: task.id, urgency: 0.8, task_status: 'open' });
+      expect(h.signal.payload).toEqual({ task_type: 'build', handoff: { summary: 'step 2: ship it', links: [{ kind: 'signal', id: task.id }], acceptance_criteria: ['tests green'], from_claim: task.id } });
+
+      const other = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'to release', to_identity: bob.id });
+      await ok(bob.client, 'tasks.claim', { signal_id: other.id });
+      const r = await ok(bob.client, 'handoff/create', { to_identity: carol.id, summary: 'yours', release_claim: other.id });
+      expect(r.claim).toMatchObject({ id: other.id, claimed_by: null, delivery_state: 'pending', delivery_count: 1 });
+      expect(r.signal).toMatchObject({ to_identity: carol.id, content: 'yours' });
+
+      // a claim the caller does not hold: refused, and no handoff signal is written
+      const before = expectOk(await root.client.get('/signals/list?limit=1')).signals[0].id;
+      rpcError(await rpc(carol.client, 'handoff.create', { to_role: 'Builder', summary: 'not mine', complete_claim: other.id }), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION', -32000);
+      expect(expectOk(await root.client.get('/signals/list?limit=1')).signals[0].id).toBe(before);
+      rpcError(await rpc(bob.client, 'handoff.create', { summary: 'nowhere' }), 400, 'VALIDATION_FIELD_REQUIRED', -32602);
+      rpcError(await rpc(bob.client, 'handoff.create', { to_role: 'Builder' }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('workflow.resume: identity, roles, rings, held tasks with lease ends, unread count and top items', async () => {
+      const held = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'hold me', to_identity: carol.id, urgency: 1 });
+      await ok(carol.client, 'tasks.claim', { signal_id: held.id });
+      const r = await ok(carol.client, 'workflow.resume', {});
+      expect(r.identity.id).toBe(carol.id);
+      expect(r.roles.map((x: any) => x.name)).toEqual(['Builder']);
+      expect(r.rings).toEqual([]);
+      const mine = r.tasks.map((t: any) => t.signal.id);
+      expect(mine).toContain(held.id);
+      expect(r.tasks.every((t: any) => t.signal.claimed_by === carol.id && t.lease_ends_at === t.signal.claim_expires_at)).toBe(true);
+      const inbox = await ok(carol.client, 'inbox.check', { receipt_state: 'unread', limit: 100 });
+      expect(r.inbox.unread).toBe(inbox.signals.length);
+      expect(r.inbox.unread_complete).toBe(true);
+      expect(r.inbox.top.map((s: any) => s.id)).toEqual(inbox.signals.slice(0, 5).map((s: any) => s.id));
+    });
+
+    it('a batch answers 200 with per-item results and errors, in order; notifications get no answer', async () => {
+      const res = await alice.client.req('POST', '/rpc', [
+        { jsonrpc: '2.0', id: 'a', method: 'identity.whoami' },
+        { jsonrpc: '2.0', id: 'b', method: 'no.such.method' },
+        { jsonrpc: '2.0', id: 'c', method: 'tasks.claim', params: { signal_id: 'missing' } },
+        { jsonrpc: '2.0', method: 'signals.emit', params: { signal_type: 'pulse', content: 'notified' } },
+        { jsonrpc: '1.0', id: 'e', method: 'roles.list' },
+        { jsonrpc: '2.0', id: 'f', method: 'signals.emit', params: { content: 'no type' } },
+        'not a call',
+      ]);
+      expect(res.status).toBe(200);
+      expect(res.body.map((r: any) => [r.id, r.result ? 'ok' : r.error.data.code])).toEqual([
+        ['a', 'ok'],
+        ['b', 'RPC_METHOD_NOT_FOUND'],
+        ['c', 'SIGNAL_NOT_FOUND'],
+        ['e', 'RPC_INVALID_REQUEST'],
+        ['f', 'RPC_INVALID_PARAMS'],
+        [null, 'RPC_INVALID_REQUEST'],
+      ]);
+      expect(res.body[1].error.code).toBe(-32601);
+      expect(expectOk(await alice.client.get('/signals/list?limit=1')).signals[0].content).toBe('notified');
+      const silent = await fetch(url + '/rpc', { method: 'POST', headers: { authorization: `Bearer ${alice.key}` }, body: JSON.stringify({ jsonrpc: '2.0', method: 'roles.list' }) });
+      expect(silent.status).toBe(204);
+    });
+
+    it('every RPC error code with its HTTP status', async () => {
+      const post = async (body: string) => {
+        const r = await fetch(url + '/rpc', { method: 'POST', headers: { authorization: `Bearer ${alice.key}`, 'content-type': 'application/json' }, body });
+        return { status: r.status, body: await r.json() };
+      };
+      rpcError(await post('{"jsonrpc": "2.0", "id": 1, "method": '), 400, 'RPC_PARSE_ERROR', -32700);
+      rpcError(await post(JSON.stringify({ id: 1, method: 'roles.list' })), 400, 'RPC_INVALID_REQUEST', -32600);
+      rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1 })), 400, 'RPC_INVALID_REQUEST', -32600);
+      rpcError(await post('[]'), 400, 'RPC_INVALID_REQUEST', -32600);
+      rpcError(await post(JSON.stringify(Array.from({ length: 101 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'roles.list' })))), 400, 'RPC_INVALID_REQUEST', -32600);
+      rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'memory.nope' })), 404, 'RPC_METHOD_NOT_FOUND', -32601);
+      rpcError(await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks.claim', params: ['positional'] })), 400, 'RPC_INVALID_PARAMS', -32602);
+      const missing = await post(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks.claim', params: {} }));
+      rpcError(missing, 400, 'RPC_INVALID_PARAMS', -32602);
+      expect(missing.body.error.data.details).toMatchObject({ field: 'signal_id', code: 'VALIDATION_FIELD_REQUIRED' });
+      expect(missing.body.id).toBe(1);
+    });
+
+    it('RPC_INTERNAL_ERROR: a method that throws an unexpected error answers 500 without its message', async () => {
+      // the real /rpc transport and front end, over a method table of one entry that fails unexpectedly
+      const front = new FrontEnd({ bodyLimit: 1 << 20, uploadLimit: 1 << 20, links: new Links('http://localhost'), log: createLogger('silent'), authenticate: (h, admin) => authenticate(svc.store, h, admin) });
+      front.routes(rpcRoutes({ 'test.fail': { params: compile(Type.Object({})), description: 'fails', handler: async () => { throw new Error('secret internal detail'); } } }, createLogger('silent')));
+      front.finish();
+      const port = await front.listen('127.0.0.1', 0);
+      try {
+        const c = new Client(`http://127.0.0.1:${port}`, alice.key);
+        const res = await rpc(c, 'test/fail', {});
+        rpcError(res, 500, 'RPC_INTERNAL_ERROR', -32603);
+        expect(JSON.stringify(res.body)).not.toContain('secret');
+        const inBatch = await c.req('POST', '/rpc', [{ jsonrpc: '2.0', id: 1, method: 'test.fail' }]);
+        expect(inBatch.status).toBe(200);
+        expect(inBatch.body[0].error.data.code).toBe('RPC_INTERNAL_ERROR');
+      } finally {
+        front.close();
+      }
+    });
+
+    it('refuses no key and a bad key with the REST envelope', async () => {
+      const body = { jsonrpc: '2.0', id: 1, method: 'identity.whoami' };
+      expectError(await new Client(url).post('/rpc', body), 401, 'AUTH_KEY_MISSING');
+      expectError(await new Client(url, 'svc_not-a-key').post('/rpc', body), 401, 'AUTH_KEY_INVALID');
+    });
+
+    it('a key scope applies: a key limited to pulse signals cannot emit a task or search tasks', async () => {
+      const key = expectOk(await root.client.post('/admin/api-keys', { owner: alice.id, permissions: { signal_types: ['pulse'] } }), 201);
+      const scoped = new Client(url, key.api_key);
+      rpcError(await rpc(scoped, 'signals.emit', { signal_type: 'task', content: 'x' }), 403, 'AUTH_SCOPE_DENIED', -32000);
+      rpcError(await rpc(scoped, 'signals.search', { type: 'task' }), 403, 'AUTH_SCOPE_DENIED', -32000);
+      expect((await ok(scoped, 'signals.emit', { signal_type: 'pulse', content: 'fine' })).signal_type).toBe('pulse');
+    });
+  });
+}
