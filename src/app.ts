@@ -5,15 +5,22 @@ import { openBlobs } from './blob/index.js';
 import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
 import { routes } from './api/index.js';
+import { Audit } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
+import { rateHeaders, RateLimits } from './auth/rate-limit.js';
+import { Siwe } from './auth/siwe.js';
 import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { FrontEnd } from './http/server.js';
 import { nativeLoaded } from './http/uws.js';
 import { ApiKeys } from './identity/api-keys.js';
+import { authRequestKind } from './identity/auth-request-kind.js';
+import { AuthRequests } from './identity/auth-requests.js';
 import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
+import { Registry } from './identity/registry.js';
+import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
 import { CompanyRecord } from './org/company.js';
@@ -63,6 +70,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const sender = new Sender(runtime, config, log);
   runtime.register(deliveryKind((id) => sender.enqueue(id)));
   const dispatcher = new Dispatcher(runtime, config, log);
+  runtime.register(authRequestKind);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -73,11 +81,18 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const health = new Health(store);
   const presence = new Presence(store);
   const peers = new Peers(runtime);
+  const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
+  const registry = new Registry(config);
+  const limits = await RateLimits.open(config);
   const services = {
     config,
-    invites: new Invites(runtime),
+    invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
     apiKeys: new ApiKeys(runtime),
-    identities: new Identities(store, presence),
+    identities: new Identities(runtime, presence, org, registry),
+    siwe,
+    wallets: new Wallets(runtime, siwe, registry, config.siweSessionTtlMs),
+    authRequests: new AuthRequests(runtime, siwe, registry, config.authRequestEnabled),
+    audit: new Audit(store),
     org,
     signals,
     inbox,
@@ -96,18 +111,20 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     uploadLimit: config.maxUploadBytes,
     links,
     log,
-    authenticate: async (h, admin) => {
-      const p = await authenticate(store, h, admin);
+    authenticate: async (h, admin, requestId) => {
+      const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
+      await limits.consume(p);
       void presence.touch(p.identity.id);
       return p;
     },
+    principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
   });
   front.routes(routes(services));
   const methods = methodTable(services);
   front.routes(rpcRoutes(methods, log));
   const mcp = new Mcp(methods, log, VERSION);
   front.routes(mcpRoutes(mcp));
-  const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links);
+  const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
   front.routes(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   front.finish();
@@ -133,6 +150,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await dispatcher.stop();
       await realtime.stop();
       await runtime.stop();
+      await limits.close();
       await store.close();
       await blobs.close();
     },

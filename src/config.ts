@@ -40,6 +40,14 @@ export interface Config {
   allowPrivateNetwork: boolean;
   /** the settings whose value came from the environment (GET /admin/config says env or default) */
   fromEnv: readonly string[];
+  siweNonceTtlMs: number;
+  siweSessionTtlMs: number;
+  authRequestEnabled: boolean;
+  /** requests per minute per key when the key names none; 0 = no limit */
+  rateLimitDefault: number;
+  registryRpcUrl: string | undefined;
+  registryAddress: `0x${string}` | undefined;
+  registryTimeoutMs: number;
 }
 
 export interface S3Config {
@@ -101,6 +109,11 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const redisPrefix = env.REDIS_PREFIX || 'svc';
   if (!/^[A-Za-z0-9_.-]+$/.test(redisPrefix)) throw new ConfigError(`REDIS_PREFIX must be letters, digits, _ . -, got "${redisPrefix}"`);
+  const registryRpcUrl = env.REGISTRY_RPC_URL || undefined;
+  if (registryRpcUrl && !/^(https?|wss?):\/\//.test(registryRpcUrl)) throw new ConfigError(`REGISTRY_RPC_URL must be an http(s) or ws(s) URL, got "${registryRpcUrl}"`);
+  const registryAddress = env.REGISTRY_ADDRESS || undefined;
+  if (registryAddress && !/^0x[0-9a-fA-F]{40}$/.test(registryAddress)) throw new ConfigError(`REGISTRY_ADDRESS must be a 0x-prefixed 20-byte hex address, got "${registryAddress}"`);
+  if (!registryRpcUrl !== !registryAddress) throw new ConfigError('REGISTRY_RPC_URL and REGISTRY_ADDRESS must be set together');
   return Object.freeze({
     port,
     host,
@@ -132,6 +145,13 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     webhookMaxInFlight: int(env, 'WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
     allowPrivateNetwork: bool(env, 'ALLOW_PRIVATE_NETWORK', false),
     fromEnv: Object.freeze(SETTINGS.map((x) => x.name).filter((n) => env[n] !== undefined && env[n] !== '')),
+    siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
+    siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
+    authRequestEnabled: bool(env, 'AUTH_REQUEST_ENABLED', false),
+    rateLimitDefault: int(env, 'RATE_LIMIT_DEFAULT', 600, 0),
+    registryRpcUrl,
+    registryAddress: registryAddress as `0x${string}` | undefined,
+    registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
   });
 }
 
@@ -171,6 +191,13 @@ const SETTINGS: Setting[] = [
   { name: 'S3_BUCKET', value: s3((x) => x.bucket) },
   { name: 'S3_REGION', value: s3((x) => x.region) },
   { name: 'S3_USE_SSL', value: s3((x) => x.useSSL) },
+  { name: 'SIWE_NONCE_TTL_MS', value: (c) => c.siweNonceTtlMs },
+  { name: 'SIWE_SESSION_TTL_MS', value: (c) => c.siweSessionTtlMs },
+  { name: 'AUTH_REQUEST_ENABLED', value: (c) => c.authRequestEnabled },
+  { name: 'RATE_LIMIT_DEFAULT', value: (c) => c.rateLimitDefault },
+  { name: 'REGISTRY_RPC_URL', value: (c) => c.registryRpcUrl ?? null, secret: true },
+  { name: 'REGISTRY_ADDRESS', value: (c) => c.registryAddress ?? null },
+  { name: 'REGISTRY_TIMEOUT_MS', value: (c) => c.registryTimeoutMs },
   { name: 'WEBHOOK_RETRY_WINDOW_MS', value: (c) => c.webhookRetryWindowMs },
   { name: 'WEBHOOK_BACKOFF_BASE_MS', value: (c) => c.webhookBackoffBaseMs },
   { name: 'WEBHOOK_TIMEOUT_MS', value: (c) => c.webhookTimeoutMs },
@@ -198,11 +225,13 @@ export function configReport(c: Readonly<Config>): SettingReport[] {
 
 /** A URL keeps its host (useful to an operator) and loses its credentials; anything else is masked whole. */
 function maskSecret(name: string, v: string): string {
-  if (name !== 'REDIS_URL') return MASK;
+  if (name !== 'REDIS_URL' && name !== 'REGISTRY_RPC_URL') return MASK;
   try {
     const u = new URL(v);
     if (u.username) u.username = MASK;
     if (u.password) u.password = MASK;
+    // RPC providers often carry the API key in the path or query
+    if (name === 'REGISTRY_RPC_URL' && (u.pathname.length > 1 || u.search)) return `${u.protocol}//${u.host}/${MASK}`;
     return u.href;
   } catch {
     return MASK;

@@ -103,9 +103,10 @@ export const catalogue = {
   INTERNAL_SERVER_ERROR: [500, 'Unexpected error'],
   INTERNAL_HTTP_ERROR: [500, 'HTTP-level error'],
   NOT_FOUND: [404, 'Route not found'],
-  // Not in the interface's table: the body size cap needs a code of its own (see docs/decisions.md).
+  // Not in the interface's table: the body size cap, invite expiry and push limits need codes of their own (see docs/decisions.md).
   PAYLOAD_TOO_LARGE: [413, 'Request body exceeds the size cap'],
   PUSH_CONSUMER_TOO_SLOW: [429, 'Push consumer fell too far behind; reconnect and resume from your last cursor'],
+  INVITE_EXPIRED: [410, 'Invite code expired'],
   PUSH_CURSOR_EXPIRED: [410, 'The journal no longer holds changes after this cursor; re-read your inbox, then resume from a current cursor'],
   // Workspace, artifacts, workstreams: the interface names the routes but no codes; these follow its pattern (see docs/decisions.md).
   RANGE_NOT_SATISFIABLE: [416, 'The requested byte range lies outside the content'],
@@ -131,6 +132,8 @@ export type ErrorCode = keyof typeof catalogue;
 
 export class AppError extends Error {
   readonly status: number;
+  /** response headers the error carries (Retry-After and RateLimit-* on RATE_LIMIT_EXCEEDED) */
+  headers?: Record<string, string>;
   constructor(readonly code: ErrorCode, message?: string, readonly details: Record<string, unknown> | null = null) {
     super(message ?? catalogue[code][1]);
     this.status = catalogue[code][0];

@@ -18,16 +18,16 @@ const KeyCreate = compile(
 
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 
-export const adminRoutes = ({ apiKeys, identities }: Services): Route<Principal>[] => [
+export const adminRoutes = ({ apiKeys, invites }: Services): Route<Principal>[] => [
   {
     method: 'get',
-    path: '/identities',
+    path: '/admin/invites',
     auth: 'admin',
     query: ListQuery,
-    handler: async (r) => pageReply('identities', await identities.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
+    handler: async (r) => pageReply('invites', await invites.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
   { method: 'get', path: '/admin/api-keys', auth: 'admin', handler: async () => ({ data: await apiKeys.list() }) },
-  { method: 'post', path: '/admin/api-keys', auth: 'admin', body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal.identity.id, r.body) }) },
-  { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.params.id) }) },
-  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', handler: async (r) => ({ data: await apiKeys.rotate(r.params.id) }) },
+  { method: 'post', path: '/admin/api-keys', auth: 'admin', body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal, r.body) }) },
+  { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.principal, r.params.id) }) },
+  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', handler: async (r) => ({ data: await apiKeys.rotate(r.principal, r.params.id) }) },
 ];

@@ -1,6 +1,9 @@
 import type { Route } from '../http/server.js';
 import { adminRoutes } from './admin.js';
 import { artifactRoutes } from './artifacts.js';
+import { auditRoutes } from './audit.js';
+import { authRoutes } from './auth.js';
+import { identityRoutes } from './identities.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
 import { orgRoutes } from './org.js';
@@ -13,5 +16,5 @@ import { statsRoutes } from './stats.js';
 import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s)];
 export type { Services };

@@ -3,12 +3,13 @@ import type { Route } from '../http/server.js';
 import { compile } from '../validation.js';
 import { IDENTITY_TYPES } from '../identity/invites.js';
 import type { Principal } from '../identity/model.js';
+import { Address, AgentId } from './auth.js';
 import type { Services } from './services.js';
 
 const IdentityType = Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 
-const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()) }));
+const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()), expires_at: Type.Optional(Type.String({ format: 'date-time' })) }));
 const RedeemBody = compile(
   Type.Object({
     code: Type.String({ minLength: 1 }),
@@ -16,6 +17,10 @@ const RedeemBody = compile(
     type: IdentityType,
     capabilities: Type.Optional(Type.Array(Type.String())),
     tags: Type.Optional(Type.Array(Type.String())),
+    wallet_address: Type.Optional(Address),
+    message: Type.Optional(Type.String({ minLength: 1, maxLength: 10_000 })),
+    signature: Type.Optional(Type.String({ minLength: 1, maxLength: 10_000 })),
+    agent_8004_id: Type.Optional(AgentId),
   }),
 );
 
@@ -26,7 +31,7 @@ export const inviteRoutes = (s: Services): Route<Principal>[] => [
     auth: 'optional',
     body: CreateBody,
     invalid: 'INVITE_VALIDATION_FAILED',
-    handler: async (r) => ({ status: 201, data: await s.invites.create(r.principal, r.body) }),
+    handler: async (r) => ({ status: 201, data: await s.invites.create(r.principal, r.body, r.requestId) }),
   },
   {
     method: 'post',
@@ -34,6 +39,12 @@ export const inviteRoutes = (s: Services): Route<Principal>[] => [
     auth: 'public',
     body: RedeemBody,
     invalid: 'INVITE_VALIDATION_FAILED',
-    handler: async (r) => ({ status: 201, data: await s.invites.redeem(r.body) }),
+    handler: async (r) => ({ status: 201, data: await s.invites.redeem(r.body, r.requestId) }),
+  },
+  {
+    method: 'get',
+    path: '/invite/:code/skill',
+    auth: 'public',
+    handler: async (r) => ({ data: null, text: { contentType: 'text/markdown; charset=utf-8', body: await s.invites.skill(r.params.code) } }),
   },
 ];

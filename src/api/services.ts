@@ -1,5 +1,9 @@
 import type { Artifacts } from '../artifacts/service.js';
+import type { Audit } from '../audit/audit.js';
+import type { Siwe } from '../auth/siwe.js';
 import type { Config } from '../config.js';
+import type { AuthRequests } from '../identity/auth-requests.js';
+import type { Wallets } from '../identity/wallets.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
@@ -33,4 +37,8 @@ export interface Services {
   peers: Peers;
   discovery: Discovery;
   webhooks: Webhooks;
+  siwe: Siwe;
+  wallets: Wallets;
+  authRequests: AuthRequests;
+  audit: Audit;
 }

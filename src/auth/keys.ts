@@ -27,6 +27,7 @@ export function issueKey(owner: string, opts: Partial<Pick<ApiKey, 'permissions'
   const ops: Op[] = [
     { op: 'put', key: keys.apiKey(record.id), value: record, expect: 0 },
     { op: 'index', index: indexes.apiKeys, member: record.id },
+    { op: 'index', index: indexes.apiKeysOf(owner), member: record.id },
   ];
   return { plain, record, ops };
 }

@@ -41,6 +41,8 @@ export interface Reply {
   raw?: { stream: Readable; size: number };
   /** a web Response sent as it is (status, headers, streamed body) instead of the envelope */
   web?: globalThis.Response;
+  /** a non-JSON answer (the invite skill's Markdown): sent as is, without the envelope */
+  text?: { contentType: string; body: string };
 }
 
 export interface Route<P = any> {
@@ -63,8 +65,10 @@ export interface FrontEndOptions<P> {
   uploadLimit: number;
   links: Links;
   log: Logger;
-  /** resolves an Authorization header to a principal, or throws AUTH_KEY_* */
-  authenticate(header: string | undefined, admin: boolean): Promise<P>;
+  /** resolves an Authorization header to a principal, or throws AUTH_KEY_* (or RATE_LIMIT_EXCEEDED) */
+  authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
+  /** headers every answer to an authenticated request carries (RateLimit-*) */
+  principalHeaders?(principal: P): Record<string, string>;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -111,7 +115,7 @@ export class FrontEnd<P> {
 
   private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
     try {
-      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin');
+      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (stream?.errored) throw stream.errored;
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
@@ -121,9 +125,11 @@ export class FrontEnd<P> {
       const out = await r.handler({ requestId: rid, params, query, body, headers, principal, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
+      const extra = { ...out.headers, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };
       if (out.web) return sendWeb(x, out.web, rid);
-      if (out.raw) return void (await sendStream(x, out.status ?? 200, { ...out.headers, 'x-request-id': rid }, out.raw.stream, out.raw.size));
-      send(x, out.status ?? 200, { ...JSON_HEADERS, ...out.headers, 'x-request-id': rid }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
+      if (out.raw) return void (await sendStream(x, out.status ?? 200, extra, out.raw.stream, out.raw.size));
+      if (out.text) return send(x, out.status ?? 200, { 'content-type': out.text.contentType, ...extra }, out.text.body);
+      send(x, out.status ?? 200, { ...JSON_HEADERS, ...extra }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
       stream?.destroy();
       this.fail(x, rid, e);
@@ -133,7 +139,7 @@ export class FrontEnd<P> {
   fail(x: Exchange, rid: string, e: unknown): void {
     const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
     if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {

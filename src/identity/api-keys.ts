@@ -4,7 +4,9 @@ import { iso } from '../clock.js';
 import { emptyPermissions, issueKey } from '../auth/keys.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { loadAll } from '../store/scan.js';
-import { indexes, keys, publicKey, type ApiKey, type Permissions } from './model.js';
+import type { Op } from '../store/port.js';
+import { auditOps } from '../audit/audit.js';
+import { indexes, keys, publicKey, type ApiKey, type Permissions, type Principal } from './model.js';
 
 export interface KeyCreate {
   owner?: string;
@@ -17,8 +19,8 @@ export interface KeyCreate {
 export class ApiKeys {
   constructor(private rt: Runtime) {}
 
-  async create(adminId: string, body: KeyCreate) {
-    const owner = body.owner ?? adminId;
+  async create(admin: Principal, body: KeyCreate) {
+    const owner = body.owner ?? admin.identity.id;
     if (!(await this.rt.store.get(keys.identity(owner)))) throw new AppError('IDENTITY_NOT_FOUND');
     const key = issueKey(owner, {
       permissions: { ...emptyPermissions(), ...body.permissions },
@@ -26,7 +28,8 @@ export class ApiKeys {
       expires_at: body.expires_at ?? null,
       rate_limit: body.rate_limit ?? null,
     });
-    const res = await this.rt.store.commit(key.ops);
+    const audit = auditOps({ actor: admin.identity.id, action: 'api_key.create', target: key.record.id, requestId: admin.requestId, details: { owner } });
+    const res = await this.rt.store.commit([...key.ops, ...audit]);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'key id collision');
     return { api_key: key.plain, ...publicKey(key.record) };
   }
@@ -35,21 +38,19 @@ export class ApiKeys {
     return (await loadAll<ApiKey>(this.rt.store, indexes.apiKeys, keys.apiKey)).map(publicKey);
   }
 
-  private async update(id: string, change: (k: ApiKey) => ApiKey) {
-    return this.rt.retry(async () => {
+  async revoke(admin: Principal, id: string) {
+    const next = await this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
       if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
-      const next = change(cur.value);
-      return { result: next, ops: [{ op: 'put', key: keys.apiKey(id), value: next, expect: cur.version }] };
+      const next = { ...cur.value, revoked: true };
+      const ops: Op[] = [{ op: 'put', key: keys.apiKey(id), value: next, expect: cur.version }, ...auditOps({ actor: admin.identity.id, action: 'api_key.revoke', target: id, requestId: admin.requestId, details: { owner: next.owner } })];
+      return { result: next, ops };
     });
-  }
-
-  async revoke(id: string) {
-    return publicKey(await this.update(id, (k) => ({ ...k, revoked: true })));
+    return publicKey(next);
   }
 
   /** Revokes the key and issues a new one with the same owner and permissions, in one commit. */
-  async rotate(id: string) {
+  async rotate(admin: Principal, id: string) {
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
       if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
@@ -58,7 +59,11 @@ export class ApiKeys {
       const fresh = issueKey(k.owner, { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit });
       return {
         result: { api_key: fresh.plain, id: fresh.record.id },
-        ops: [{ op: 'put' as const, key: keys.apiKey(id), value: { ...k, revoked: true, updated_at: iso() }, expect: cur.version }, ...fresh.ops],
+        ops: [
+          { op: 'put' as const, key: keys.apiKey(id), value: { ...k, revoked: true, updated_at: iso() }, expect: cur.version },
+          ...fresh.ops,
+          ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id } }),
+        ],
       };
     });
   }

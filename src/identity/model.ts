@@ -49,6 +49,7 @@ export interface Invite {
   created_at: string;
   redeemed_by: string | null;
   redeemed_at: string | null;
+  expires_at: string | null;
 }
 
 export interface Company {
@@ -71,6 +72,10 @@ export interface Principal {
   identity: Identity;
   key: ApiKey;
   membership: Membership | undefined;
+  /** the request this principal acts in (set by the front end), recorded in audit entries */
+  requestId?: string;
+  /** the key's rate-limit budget after this request, for the RateLimit-* headers */
+  rate?: { limit: number; remaining: number; resetMs: number };
 }
 
 export const keys = {
@@ -81,8 +86,18 @@ export const keys = {
   company: 'org:company',
   membership: (identityId: string) => `membership:${identityId}`,
   bootstrap: 'bootstrap',
+  /** one identity per wallet: `{id}` under the lowercased address, written with expect 0 */
+  wallet: (address: string) => `wallet:${address.toLowerCase()}`,
+  /** the admin identity ids, versioned so "not the last admin" holds under concurrent demotions */
+  admins: 'admins',
 };
 
-export const indexes = { identities: 'identities', apiKeys: 'apikeys', invites: 'invites' };
+export const indexes = {
+  identities: 'identities',
+  apiKeys: 'apikeys',
+  /** members: key ids of one owner */
+  apiKeysOf: (owner: string) => `apikeys:owner:${owner}`,
+  invites: 'invites',
+};
 
 export const publicKey = ({ hash: _hash, ...rest }: ApiKey) => rest;

@@ -8,10 +8,13 @@ export function effectivePolicy(c: Readonly<Config>) {
   return {
     strict_signal_types: c.strictSignalTypes,
     membership_required: true,
+    auth_request_enabled: c.authRequestEnabled,
+    wallet_session_ttl_ms: c.siweSessionTtlMs,
     one_membership_per_identity: true,
     one_central_claw_per_org: true,
-    // the rate limiter and memory quotas are not part of this build yet: null says "not enforced"
-    rate_limit_default: null,
+    /** requests per minute per key that names no rate_limit; 0 = unlimited */
+    rate_limit_default: c.rateLimitDefault,
+    // memory quotas are not part of this build yet: null says "not enforced"
     memory_quota: null,
     federation_max_hops: FEDERATION_MAX_HOPS,
     lease: { task_lease_ms: c.taskLeaseMs, max_delivery_attempts: c.maxDeliveryAttempts },

@@ -11,6 +11,7 @@ import type { Links } from '../http/links.js';
 import { ReachCache } from './audience.js';
 import { Deliverer } from './deliverer.js';
 import { Hub, type Subscriber } from './hub.js';
+import type { RateLimits } from '../auth/rate-limit.js';
 import { isSignalEntry } from '../journal/journal.js';
 import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
@@ -31,6 +32,8 @@ export class Realtime {
     readonly inbox: Inbox,
     readonly presence: Presence,
     private links: Links,
+    /** a WebSocket op spends from the same per-key budget as a request */
+    readonly limits: RateLimits,
   ) {
     this.hub = new Hub(store, log, config.journalRetainEntries);
     this.reach = new ReachCache(org);

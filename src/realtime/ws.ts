@@ -176,8 +176,9 @@ class Connection implements Subscriber {
   private async op(msg: Record<string, unknown>): Promise<void> {
     const { op, id, ...body } = msg;
     try {
-      const p = await principalForKey(this.rt.store, this.key, false);
+      const p: Principal = { ...(await principalForKey(this.rt.store, this.key, false)), requestId: requestId() };
       this.audience.principal = p;
+      await this.rt.limits.consume(p);
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
     } catch (e) {

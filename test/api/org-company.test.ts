@@ -136,6 +136,9 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       const p = expectOk(await root.client.get('/admin/policy'));
       expect(p).toMatchObject({ strict_signal_types: false, membership_required: true, federation_max_hops: 1, lease: { task_lease_ms: 300_000, max_delivery_attempts: 5 } });
       expect(p.webhooks.retry_window_ms).toBe(24 * 3600_000);
+      const rate = expectOk(await root.client.get('/admin/config')).settings.find((x: any) => x.name === 'RATE_LIMIT_DEFAULT');
+      expect(p.rate_limit_default).toBe(rate.value);
+      expect(typeof rate.value).toBe('number');
       expectError(await alice.client.get('/admin/policy'), 403, 'AUTH_ADMIN_REQUIRED');
     });
 

@@ -99,8 +99,11 @@ export function serversOn(backend: Backend): Servers {
   };
 }
 
+/** Tests burst past the production default of 600 requests a minute; rate-limit tests set RATE_LIMIT_DEFAULT themselves. */
+const TEST_DEFAULTS = { PORT: '0', HOST: '127.0.0.1', TIMER_POLL_MS: '20', RATE_LIMIT_DEFAULT: '0' };
+
 export async function startServer(env: Record<string, string>): Promise<Service> {
-  const config = readConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', TIMER_POLL_MS: '20', ...env });
+  const config = readConfig({ ...TEST_DEFAULTS, LOG_LEVEL: 'silent', ...env });
   return startService(config, createLogger(config.logLevel));
 }
 
@@ -122,7 +125,7 @@ const START_TIMEOUT_MS = 60_000;
 /** The service as its own process, exactly as `npm start` runs it. */
 export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
   const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    env: childEnv({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', TIMER_POLL_MS: '20', ...env }),
+    env: childEnv({ ...TEST_DEFAULTS, LOG_LEVEL: 'info', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -25,6 +25,13 @@ describe('config', () => {
     expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false, dbConnectTimeoutMs: 2000, dbQueryTimeoutMs: 5000 });
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
+    expect(c).toMatchObject({ siweNonceTtlMs: 300_000, siweSessionTtlMs: 86_400_000, authRequestEnabled: false, rateLimitDefault: 600, registryRpcUrl: undefined, registryAddress: undefined, registryTimeoutMs: 5000 });
+  });
+
+  it('reads the identity settings', () => {
+    const registryAddress = '0x000000000000000000000000000000000000dEaD';
+    const c = readConfig({ SIWE_NONCE_TTL_MS: '100', SIWE_SESSION_TTL_MS: '2000', AUTH_REQUEST_ENABLED: 'true', RATE_LIMIT_DEFAULT: '0', REGISTRY_RPC_URL: 'http://chain:8545', REGISTRY_ADDRESS: registryAddress, REGISTRY_TIMEOUT_MS: '50' });
+    expect(c).toMatchObject({ siweNonceTtlMs: 100, siweSessionTtlMs: 2000, authRequestEnabled: true, rateLimitDefault: 0, registryRpcUrl: 'http://chain:8545', registryAddress, registryTimeoutMs: 50 });
   });
 
   it('reads every variable', () => {
@@ -61,6 +68,13 @@ describe('config', () => {
     ['DB_QUERY_TIMEOUT_MS', '2.5'],
     ['DB_QUERY_TIMEOUT_MS', '600001'],
     ['MAX_UPLOAD_BYTES', '0'],
+    ['SIWE_NONCE_TTL_MS', '0'],
+    ['SIWE_SESSION_TTL_MS', 'day'],
+    ['AUTH_REQUEST_ENABLED', 'yes'],
+    ['RATE_LIMIT_DEFAULT', '-1'],
+    ['REGISTRY_RPC_URL', 'ftp://chain'],
+    ['REGISTRY_RPC_URL', 'http://chain:8545'],
+    ['REGISTRY_ADDRESS', '0x1234'],
   ])('refuses %s=%s naming the variable', (name, value) => {
     expect(() => readConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => readConfig({ [name]: value })).toThrow(new RegExp(`^${name} `));

@@ -1,6 +1,6 @@
 /** The push hub trims the journal to JOURNAL_RETAIN_ENTRIES but never past a floor another reader (the webhook outbox) holds. */
 import { rm } from 'node:fs/promises';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { JOURNAL_LOG } from '../../src/journal/journal.js';
 import { createLogger } from '../../src/log.js';
 import { Hub } from '../../src/realtime/hub.js';

@@ -1,0 +1,34 @@
+import Type from 'typebox';
+import type { Route } from '../http/server.js';
+import { compile } from '../validation.js';
+import { IDENTITY_TYPES } from '../identity/invites.js';
+import type { Principal } from '../identity/model.js';
+import { AgentId } from './auth.js';
+import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
+import type { Services } from './services.js';
+
+const Strings = Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 }));
+const UpdateBody = compile(
+  Type.Object({
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    type: Type.Optional(Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)))),
+    capabilities: Strings,
+    tags: Strings,
+    is_admin: Type.Optional(Type.Boolean()),
+    agent_8004_id: Type.Optional(Type.Union([AgentId, Type.Null()])),
+  }),
+);
+const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
+
+export const identityRoutes = ({ identities }: Services): Route<Principal>[] => [
+  {
+    method: 'get',
+    path: '/identities',
+    auth: 'admin',
+    query: ListQuery,
+    handler: async (r) => pageReply('identities', await identities.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
+  },
+  { method: 'get', path: '/identities/:id', auth: 'admin', handler: async (r) => ({ data: await identities.get(r.params.id) }) },
+  { method: 'put', path: '/identities/:id', auth: 'admin', body: UpdateBody, invalid: 'IDENTITY_VALIDATION_FAILED', handler: async (r) => ({ data: await identities.update(r.principal, r.params.id, r.body) }) },
+  { method: 'del', path: '/admin/identity/:id', auth: 'admin', handler: async (r) => ({ data: await identities.delete(r.principal, r.params.id) }) },
+];

@@ -1,0 +1,131 @@
+/**
+ * Public join requests (AUTH_REQUEST_ENABLED): a wallet-signed request waits for an admin's review. Each
+ * request is an auth-request actor. Approval creates the identity and its membership in the same commit as
+ * the request's move to `approved`; the requester then signs in with SIWE.
+ */
+import { transition } from 'xstate';
+import { authRequestMachine, type AuthRequestContext, type AuthRequestEvent } from '../../actors/auth-request.js';
+import { AppError, type ErrorCode } from '../errors.js';
+import { iso, now } from '../clock.js';
+import { newId } from '../ids.js';
+import { actorKey, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import type { Op } from '../store/port.js';
+import { scanDesc, type Scanned } from '../store/scan.js';
+import { auditOps } from '../audit/audit.js';
+import type { Siwe } from '../auth/siwe.js';
+import { AUTH_REQUEST, authRequestIndexes, authRequestKind, authRequestView } from './auth-request-kind.js';
+import { identityPlan } from './create.js';
+import { keys, type Principal } from './model.js';
+import type { Registry } from './registry.js';
+
+export interface AuthRequestSubmit {
+  name: string;
+  type: string;
+  wallet_address: string;
+  message: string;
+  signature: string;
+  agent_8004_id?: string;
+}
+
+export type AuthRequest = ReturnType<typeof authRequestView>;
+
+const INVALID = 'AUTH_REQUEST_VALIDATION_FAILED' as const;
+
+export class AuthRequests {
+  constructor(
+    private rt: Runtime,
+    private siwe: Siwe,
+    private registry: Registry,
+    private enabled: boolean,
+  ) {}
+
+  private get store() {
+    return this.rt.store;
+  }
+
+  assertEnabled(): void {
+    if (!this.enabled) throw new AppError('AUTH_REQUEST_DISABLED');
+  }
+
+  async submit(body: AuthRequestSubmit, requestId: string): Promise<AuthRequest> {
+    this.assertEnabled();
+    if (body.agent_8004_id !== undefined) await this.registry.assertOwner(body.agent_8004_id, body.wallet_address, INVALID);
+    return this.rt.retry(async () => {
+      const v = await this.siwe.proof(body.wallet_address, body.message, body.signature, INVALID);
+      const [name, wallet] = await this.store.getMany([keys.identityName(body.name), keys.wallet(v.address)]);
+      if (name) throw new AppError(INVALID, `An identity named "${body.name}" exists`, { field: 'name', reason: 'taken' });
+      if (wallet) throw new AppError('IDENTITY_WALLET_DUPLICATE', `Wallet ${v.address} belongs to an identity: sign in with it`);
+      const t = iso();
+      const record: ActorRecord<AuthRequestContext> = {
+        value: 'pending',
+        context: { id: newId(), name: body.name, type: body.type, wallet_address: v.address, agent_8004_id: body.agent_8004_id ?? null, created_at: t, updated_at: t, reviewed_by: null, reviewed_at: null, identity_id: null },
+      };
+      const ops: Op[] = [
+        ...v.ops,
+        ...this.rt.createOps(AUTH_REQUEST, record.context.id, record),
+        ...auditOps({ actor: null, action: 'auth_request.create', target: record.context.id, requestId, details: { name: body.name, wallet_address: v.address } }),
+      ];
+      return { ops, result: authRequestView(record) };
+    });
+  }
+
+  /** Newest first; `status` narrows to one state. */
+  async list(status: string | undefined, before: string | undefined, limit: number): Promise<Scanned<AuthRequest>> {
+    return scanDesc(this.store, [status ? authRequestIndexes.byState(status) : authRequestIndexes.all], {
+      before,
+      limit,
+      load: async (ids) => (await this.rt.loadMany<AuthRequestContext>(AUTH_REQUEST, ids)).map((r) => r && authRequestView(r)),
+      keep: () => true,
+    });
+  }
+
+  async approve(admin: Principal, id: string): Promise<AuthRequest & { identity: unknown }> {
+    return this.rt.retry(async () => {
+      const cur = await this.load(id);
+      const identityId = newId();
+      const next = step(cur.value, { type: 'APPROVE', now: now(), by: admin.identity.id, identity_id: identityId });
+      const c = cur.value.context;
+      const taken = new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${c.name}" exists`, { field: 'name', reason: 'taken' });
+      const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, false);
+      const ops: Op[] = [...moveOps(cur, next), ...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId } })];
+      return { ops, result: { ...authRequestView(next), identity: plan.identity } };
+    });
+  }
+
+  async reject(admin: Principal, id: string): Promise<AuthRequest> {
+    return this.rt.retry(async () => {
+      const cur = await this.load(id);
+      const next = step(cur.value, { type: 'REJECT', now: now(), by: admin.identity.id });
+      const ops: Op[] = [...moveOps(cur, next), ...auditOps({ actor: admin.identity.id, action: 'auth_request.reject', target: id, requestId: admin.requestId })];
+      return { ops, result: authRequestView(next) };
+    });
+  }
+
+  private async load(id: string) {
+    const cur = await this.rt.load<AuthRequestContext>(AUTH_REQUEST, id);
+    if (!cur) throw new AppError('AUTH_REQUEST_NOT_FOUND');
+    return cur;
+  }
+}
+
+/** The machine's move for one event (pure), or its refusal. */
+function step(rec: ActorRecord<AuthRequestContext>, event: AuthRequestEvent): ActorRecord<AuthRequestContext> {
+  const snap = authRequestMachine.resolveState({ value: rec.value, context: rec.context });
+  const [next, actions] = transition(authRequestMachine, snap, event);
+  const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
+  if (refusal || next.value === snap.value) throw new AppError(refusal?.params?.code ?? authRequestKind.invalid);
+  return { value: next.value as string, context: next.context };
+}
+
+/**
+ * The record's compare-and-set write and its index move. The runtime's `send` commits an event's ops
+ * alone; approval must commit the identity with it, so the review writes the move itself.
+ */
+function moveOps(cur: { version: number; value: ActorRecord<AuthRequestContext> }, next: ActorRecord<AuthRequestContext>): Op[] {
+  const id = next.context.id;
+  return [
+    { op: 'put', key: actorKey(AUTH_REQUEST, id), value: next, expect: cur.version },
+    { op: 'index', index: authRequestIndexes.byState(cur.value.value), member: id, remove: true },
+    { op: 'index', index: authRequestIndexes.byState(next.value), member: id },
+  ];
+}
