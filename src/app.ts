@@ -26,6 +26,7 @@ import { Runtime } from './runtime/runtime.js';
 import { CompanyRecord } from './org/company.js';
 import { Discovery } from './org/discovery.js';
 import { Peers, peerKind } from './org/peers.js';
+import { Memberships, membershipKind } from './org/memberships.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
@@ -67,6 +68,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(signalKind);
   runtime.register(receiptKind);
   runtime.register(peerKind);
+  runtime.register(membershipKind);
   const sender = new Sender(runtime, config, log);
   runtime.register(deliveryKind((id) => sender.enqueue(id)));
   const dispatcher = new Dispatcher(runtime, config, log);
@@ -103,6 +105,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     workstreams: new Workstreams(runtime, signals, workspace, artifacts),
     company: new CompanyRecord(store),
     peers,
+    memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
   };

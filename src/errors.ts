@@ -41,6 +41,8 @@ export const catalogue = {
   ORG_MEMBERSHIP_DUPLICATE: [409, 'Identity already has a membership'],
   ORG_MEMBERSHIP_NOT_FOUND: [404, 'Membership not found'],
   ORG_CENTRAL_CLAW_EXISTS: [409, 'Central claw already exists'],
+  // not in the interface: a membership move its state table does not allow (docs/org.md)
+  ORG_MEMBERSHIP_INVALID_TRANSITION: [409, 'Membership cannot move that way'],
   SIWE_NONCE_NOT_FOUND: [404, 'Nonce unknown'],
   SIWE_NONCE_EXPIRED: [401, 'Nonce expired'],
   SIWE_NONCE_USED: [401, 'Nonce already used'],

@@ -11,6 +11,7 @@ import type { Invites } from '../identity/invites.js';
 import type { CompanyRecord } from '../org/company.js';
 import type { Discovery } from '../org/discovery.js';
 import type { Peers } from '../org/peers.js';
+import type { Memberships } from '../org/memberships.js';
 import type { Org } from '../org/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
@@ -35,6 +36,7 @@ export interface Services {
   workstreams: Workstreams;
   company: CompanyRecord;
   peers: Peers;
+  memberships: Memberships;
   discovery: Discovery;
   webhooks: Webhooks;
   siwe: Siwe;

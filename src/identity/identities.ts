@@ -1,4 +1,5 @@
 /** The identity directory (admin): list, show, update, delete; identities with last_seen from presence. */
+import { MEMBERSHIP } from '../org/memberships.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import type { Org } from '../org/service.js';
@@ -8,7 +9,7 @@ import type { Op } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
 import { adminSetOps } from './create.js';
-import { indexes, keys, type ApiKey, type Identity, type Membership, type Principal } from './model.js';
+import { indexes, keys, type ApiKey, type Identity, type Principal } from './model.js';
 import type { Registry } from './registry.js';
 
 export interface IdentityUpdate {
@@ -86,7 +87,7 @@ export class Identities {
       if (!cur) throw new AppError('IDENTITY_NOT_FOUND');
       const identity = cur.value;
       const keyIds = await this.store.range(indexes.apiKeysOf(id), { limit: 100_000 });
-      const [membership, ...apiKeys] = await this.store.getMany<unknown>([keys.membership(id), ...keyIds.map(keys.apiKey)]);
+      const apiKeys = await this.store.getMany<unknown>(keyIds.map(keys.apiKey));
       const ops: Op[] = [
         { op: 'del', key: keys.identity(id), expect: cur.version },
         { op: 'del', key: keys.identityName(identity.name) },
@@ -95,10 +96,11 @@ export class Identities {
         ...auditOps({ actor: admin.identity.id, action: 'identity.delete', target: id, requestId: admin.requestId, details: { name: identity.name, keys_revoked: keyIds.length } }),
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
-      if (membership) ops.push({ op: 'put', key: keys.membership(id), value: { ...(membership.value as Membership), status: 'removed', updated_at: iso() }, expect: membership.version });
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));
       return { result: identity, ops };
     });
+    // the membership actor ends removed through its own machine (its indexes and journal follow)
+    await this.rt.send(MEMBERSHIP, id, { type: 'REMOVE' }, { quiet: true });
     await this.leaveOrg(id);
     return gone;
   }

@@ -7,9 +7,9 @@
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-import { indexes as identityIndexes, keys, type Company, type Membership } from '../identity/model.js';
+import { keys, type Company } from '../identity/model.js';
 import type { Op, Store } from '../store/port.js';
-import { forEachPage } from '../store/scan.js';
+import { memberCounts } from './memberships.js';
 
 export const newCompany = (name = 'default', now = iso()): Company => ({ id: newId(), name, created_at: now });
 
@@ -33,8 +33,7 @@ export interface MemberCounts {
 export class CompanyRecord {
   constructor(
     private store: Store,
-    /** counts members by status; defaults to reading each identity's membership */
-    private counts: () => Promise<MemberCounts> = () => countMemberships(store),
+    private counts: () => Promise<MemberCounts> = () => memberCounts(store),
   ) {}
 
   async get(): Promise<Company & { member_counts: MemberCounts }> {
@@ -42,16 +41,4 @@ export class CompanyRecord {
     if (!c) throw new AppError('ORG_NOT_FOUND', 'No org yet: it is created on the first invite redemption');
     return { ...c.value, member_counts: await this.counts() };
   }
-}
-
-async function countMemberships(store: Store): Promise<MemberCounts> {
-  const out: MemberCounts = { total: 0, active: 0, suspended: 0, removed: 0 };
-  await forEachPage(store, identityIndexes.identities, async (ids) => {
-    for (const m of await store.getMany<Membership>(ids.map(keys.membership))) {
-      if (!m) continue;
-      out.total++;
-      out[m.value.status]++;
-    }
-  });
-  return out;
 }

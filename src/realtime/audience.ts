@@ -98,3 +98,10 @@ export class Audience {
     return e.type === 'signal.updated' && (s.from_identity === me || s.claimed_by === me);
   }
 }
+
+/** A `membership.changed` entry that leaves this identity without an active membership: its connections end. */
+export function endsMembership(e: JournalEntry, identityId: string): boolean {
+  if (isSignalEntry(e) || e.type !== 'membership.changed') return false;
+  const m = e.data as { identity_id?: string; status?: string };
+  return m.identity_id === identityId && m.status !== 'active';
+}

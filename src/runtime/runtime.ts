@@ -28,6 +28,11 @@ export interface ActorKind<C = any> {
   /** a log entry every commit of this kind appends atomically (the push journal), if any */
   journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | undefined;
   /**
+   * Unique records the state claims (one central claw per org): written with expect:0 when claimed, deleted
+   * when released, in the same commit. A commit that loses one to another holder fails with its code.
+   */
+  uniques?(rec: ActorRecord<C>): { key: string; code: ErrorCode }[];
+  /**
    * Called after a `send` committed (fire-and-forget: its result and errors never reach the caller). Effects
    * a pure machine cannot run (an HTTP POST) start here, after the state saying they should is durable.
    */
@@ -103,6 +108,7 @@ export class Runtime {
       ...k.indexes(record).map(([index, member]): Op => ({ op: 'index', index, member })),
       ...k.timers(record).map((t): Op => ({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at })),
       ...journalOps(k, record, undefined),
+      ...(k.uniques?.(record) ?? []).map((u): Op => ({ op: 'put', key: u.key, value: { kind, id }, expect: 0 })),
     ];
   }
 
@@ -136,10 +142,14 @@ export class Runtime {
         ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
         ...journalOps(k, record, before),
       ];
-      if ((await this.store.commit(ops)).ok) {
+      const claimed = diffUniques(k, id, before, record, ops);
+      const res = await this.store.commit(ops);
+      if (res.ok) {
         this.afterCommit(k, id, record, before);
         return { id, record };
       }
+      const lost = claimed.find((u) => u.key === res.conflict);
+      if (lost) throw new AppError(lost.code);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
@@ -225,6 +235,18 @@ export class Runtime {
 function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
   const j = k.journal?.(rec, prev);
   return j ? [{ op: 'append', log: j.log, entry: j.entry }] : [];
+}
+
+/** Adds the unique-record ops of a move to `ops`; answers the records newly claimed. */
+function diffUniques<C>(k: ActorKind<C>, id: string, before: ActorRecord<C> | undefined, after: ActorRecord<C>, ops: Op[]): { key: string; code: ErrorCode }[] {
+  if (!k.uniques) return [];
+  const held = new Set((before ? k.uniques(before) : []).map((u) => u.key));
+  const next = k.uniques(after);
+  const keep = new Set(next.map((u) => u.key));
+  for (const key of held) if (!keep.has(key)) ops.push({ op: 'del', key });
+  const claimed = next.filter((u) => !held.has(u.key));
+  for (const u of claimed) ops.push({ op: 'put', key: u.key, value: { kind: k.name, id }, expect: 0 });
+  return claimed;
 }
 
 export const timerKey = (kind: string, id: string, event: string) => JSON.stringify([kind, id, event]);

@@ -41,8 +41,12 @@ export function eventsOf(log: string, entry: unknown): Event[] {
     return [ev(type, at, data)];
   }
   const e = entry as JournalEntry;
-  // other parts' events (artifacts, workspace, ...) join the catalogue when those parts add theirs
-  if (!isSignalEntry(e)) return [];
+  if (!isSignalEntry(e)) {
+    // other parts' events (artifacts, workspace, ...) join the catalogue when those parts add theirs
+    if (e.type !== 'membership.changed') return [];
+    const m = e.data as { updated_at: string };
+    return [ev('membership.changed', m.updated_at, { membership: e.data })];
+  }
   const s = e.signal;
   const at = String(s.updated_at ?? s.created_at);
   if (e.type === 'signal') return [ev('signal.emitted', at, { signal: s })];

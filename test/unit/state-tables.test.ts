@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { receiptMachine } from '../../actors/inbox-receipt.js';
 import { signalMachine } from '../../actors/signal.js';
 import { peerMachine } from '../../actors/peer.js';
+import { membershipMachine } from '../../actors/membership.js';
 import { deliveryMachine } from '../../actors/webhook-delivery.js';
 import { docRows, machineRows } from '../helpers/state-table.js';
 
@@ -17,6 +18,9 @@ describe('docs/signals.md state tables equal the machines', () => {
   });
   it('peer machine (docs/org.md)', () => {
     expect(docRows(readFileSync(new URL('../../docs/org.md', import.meta.url), 'utf8'), '### Peer machine')).toEqual(machineRows(peerMachine));
+  });
+  it('membership machine (docs/org.md)', () => {
+    expect(docRows(readFileSync(new URL('../../docs/org.md', import.meta.url), 'utf8'), '### Membership machine')).toEqual(machineRows(membershipMachine));
   });
   it('webhook delivery machine (docs/webhooks.md)', () => {
     expect(docRows(readFileSync(new URL('../../docs/webhooks.md', import.meta.url), 'utf8'), '### Webhook delivery machine')).toEqual(machineRows(deliveryMachine));
