@@ -100,8 +100,11 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       const task = await emitOk(root, { signal_type: 'task', content: 'do it' });
       expectOk(await bob.client.post('/claim', { signal_id: task.id }));
       expectOk(await bob.client.post('/ack', { signal_id: task.id }));
+      const ms = expectOk(await root.client.get('/org/company/memberships?limit=100')).memberships.find((m: any) => m.identity_id === bob.id);
+      expectOk(await root.client.patch(`/org/company/memberships/${ms.id}/claw-type`, { claw_type: 'worker' }));
 
       const expected = [
+        ['membership.changed', bob.id],
         ['identity.joined', bob.id],
         ['signal.emitted', note.id],
         ['signal.emitted', task.id],
@@ -110,7 +113,7 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
         ['task.completed', task.id],
       ];
       await until('every event once', () => rx.unique().size >= expected.length, 20_000);
-      const got = [...rx.unique().values()].map((r) => [r.body.type, r.body.data.signal?.id ?? r.body.data.identity?.id]);
+      const got = [...rx.unique().values()].map((r) => [r.body.type, r.body.data.signal?.id ?? r.body.data.identity?.id ?? r.body.data.membership?.identity_id]);
       expect(got.sort()).toEqual(expected.sort());
       // every request verified; each id was tried three times; nothing arrived that was not expected
       expect(rx.requests.every((r) => r.verified), JSON.stringify(rx.requests.find((r) => !r.verified))).toBe(true);
