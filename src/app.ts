@@ -36,6 +36,10 @@ import { createLogger, type Logger } from './log.js';
 import { Actors } from './inspection/actors.js';
 import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
+import { CompanyRecord } from './org/company.js';
+import { Discovery } from './org/discovery.js';
+import { Peers, peerKind } from './org/peers.js';
+import { Memberships, membershipKind } from './org/memberships.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
@@ -47,6 +51,11 @@ import { Signals } from './signals/service.js';
 import { openStore } from './store/index.js';
 import { Workspace } from './workspace/service.js';
 import { Workstreams } from './workstreams/service.js';
+import { Dispatcher } from './webhooks/dispatcher.js';
+import { JOURNAL_LOG } from './journal/journal.js';
+import { deliveryKind } from './webhooks/model.js';
+import { Sender } from './webhooks/sender.js';
+import { Webhooks } from './webhooks/service.js';
 import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
 import { A2A, a2aRoutes } from './a2a/a2a.js';
@@ -75,6 +84,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);
+  runtime.register(peerKind);
+  runtime.register(membershipKind);
+  const sender = new Sender(runtime, config, log);
+  runtime.register(deliveryKind((id) => sender.enqueue(id)));
+  const dispatcher = new Dispatcher(runtime, config, log);
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
@@ -87,6 +101,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
+  const peers = new Peers(runtime);
   const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
   const registry = new Registry(config);
   const limits = await RateLimits.open(config);
@@ -124,6 +139,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     jobs,
     memoryStats: new MemoryStats(store, memories, jobs),
     actors: new Actors(runtime, auditOps),
+    company: new CompanyRecord(store),
+    peers,
+    memberships: new Memberships(runtime),
+    discovery: new Discovery(store, org, peers, () => links.baseUrl),
+    webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
   };
   const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
@@ -166,6 +186,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.startTimers();
   jobs.start();
   memories.startSweeper();
+  realtime.hub.holdTrimAt(() => dispatcher.needsFrom(JOURNAL_LOG));
+  await dispatcher.start();
   log.info({ port, backend: store.backend }, 'service listening');
   return {
     port,
@@ -180,6 +202,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       front.close();
       await mcp.close();
       presence.stop();
+      sender.stop();
+      await dispatcher.stop();
       await realtime.stop();
       memories.stopSweeper();
       await jobs.stop();

@@ -30,6 +30,18 @@ export interface Config {
   maxUploadBytes: number;
   /** set when S3_ENDPOINT is: blobs go to S3 (or MinIO) instead of DATA_DIR/blobs */
   s3: S3Config | undefined;
+  /** webhooks: how long a delivery keeps retrying before it is `failed` */
+  webhookRetryWindowMs: number;
+  /** webhooks: the first retry's delay; each further retry doubles it (up to an hour) */
+  webhookBackoffBaseMs: number;
+  /** webhooks: one attempt's time limit */
+  webhookTimeoutMs: number;
+  /** webhooks: attempts in flight per process */
+  webhookMaxInFlight: number;
+  /** webhooks may target private, loopback and link-local addresses (tests, closed networks) */
+  allowPrivateNetwork: boolean;
+  /** the settings whose value came from the environment (GET /admin/config says env or default) */
+  fromEnv: readonly string[];
   siweNonceTtlMs: number;
   siweSessionTtlMs: number;
   authRequestEnabled: boolean;
@@ -156,6 +168,12 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     metricsToken: env.METRICS_TOKEN || undefined,
     maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
     s3: s3Config(env),
+    webhookRetryWindowMs: int(env, 'WEBHOOK_RETRY_WINDOW_MS', 24 * 3600_000, 1000),
+    webhookBackoffBaseMs: int(env, 'WEBHOOK_BACKOFF_BASE_MS', 1000, 10, 3600_000),
+    webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 600_000),
+    webhookMaxInFlight: int(env, 'WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
+    allowPrivateNetwork: bool(env, 'ALLOW_PRIVATE_NETWORK', false),
+    fromEnv: Object.freeze(SETTINGS.map((x) => x.name).filter((n) => env[n] !== undefined && env[n] !== '')),
     siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
     siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
     authRequestEnabled: bool(env, 'AUTH_REQUEST_ENABLED', false),
@@ -166,4 +184,87 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     embedding,
     memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
   });
+}
+
+interface Setting {
+  name: string;
+  value(c: Config): unknown;
+  secret?: boolean;
+}
+
+const s3 = (f: (s: S3Config) => unknown) => (c: Config) => (c.s3 ? f(c.s3) : null);
+
+/** Every environment setting and where its value lives in Config; a unit test holds it to the names read above. */
+const SETTINGS: Setting[] = [
+  { name: 'PORT', value: (c) => c.port },
+  { name: 'HOST', value: (c) => c.host },
+  { name: 'BASE_URL', value: (c) => c.baseUrl },
+  { name: 'DATA_DIR', value: (c) => c.dataDir },
+  { name: 'REDIS_URL', value: (c) => c.redisUrl ?? null, secret: true },
+  { name: 'REDIS_PREFIX', value: (c) => c.redisPrefix },
+  { name: 'DB_CONNECT_TIMEOUT_MS', value: (c) => c.dbConnectTimeoutMs },
+  { name: 'DB_QUERY_TIMEOUT_MS', value: (c) => c.dbQueryTimeoutMs },
+  { name: 'TASK_LEASE_MS', value: (c) => c.taskLeaseMs },
+  { name: 'MAX_DELIVERY_ATTEMPTS', value: (c) => c.maxDeliveryAttempts },
+  { name: 'LOG_LEVEL', value: (c) => c.logLevel },
+  { name: 'BODY_LIMIT_BYTES', value: (c) => c.bodyLimitBytes },
+  { name: 'TIMER_POLL_MS', value: (c) => c.timerPollMs },
+  { name: 'STRICT_SIGNAL_TYPES', value: (c) => c.strictSignalTypes },
+  { name: 'PUSH_MAX_BUFFER_BYTES', value: (c) => c.pushMaxBufferBytes },
+  { name: 'PUSH_DRAIN_TIMEOUT_MS', value: (c) => c.pushDrainTimeoutMs },
+  { name: 'SSE_HEARTBEAT_MS', value: (c) => c.sseHeartbeatMs },
+  { name: 'WS_IDLE_TIMEOUT_S', value: (c) => c.wsIdleTimeoutS },
+  { name: 'JOURNAL_RETAIN_ENTRIES', value: (c) => c.journalRetainEntries },
+  { name: 'MAX_UPLOAD_BYTES', value: (c) => c.maxUploadBytes },
+  { name: 'S3_ENDPOINT', value: s3((x) => x.endpoint) },
+  { name: 'S3_ACCESS_KEY', value: s3((x) => x.accessKey), secret: true },
+  { name: 'S3_SECRET_KEY', value: s3((x) => x.secretKey), secret: true },
+  { name: 'S3_BUCKET', value: s3((x) => x.bucket) },
+  { name: 'S3_REGION', value: s3((x) => x.region) },
+  { name: 'S3_USE_SSL', value: s3((x) => x.useSSL) },
+  { name: 'SIWE_NONCE_TTL_MS', value: (c) => c.siweNonceTtlMs },
+  { name: 'SIWE_SESSION_TTL_MS', value: (c) => c.siweSessionTtlMs },
+  { name: 'AUTH_REQUEST_ENABLED', value: (c) => c.authRequestEnabled },
+  { name: 'RATE_LIMIT_DEFAULT', value: (c) => c.rateLimitDefault },
+  { name: 'REGISTRY_RPC_URL', value: (c) => c.registryRpcUrl ?? null, secret: true },
+  { name: 'REGISTRY_ADDRESS', value: (c) => c.registryAddress ?? null },
+  { name: 'REGISTRY_TIMEOUT_MS', value: (c) => c.registryTimeoutMs },
+  { name: 'WEBHOOK_RETRY_WINDOW_MS', value: (c) => c.webhookRetryWindowMs },
+  { name: 'WEBHOOK_BACKOFF_BASE_MS', value: (c) => c.webhookBackoffBaseMs },
+  { name: 'WEBHOOK_TIMEOUT_MS', value: (c) => c.webhookTimeoutMs },
+  { name: 'WEBHOOK_MAX_IN_FLIGHT', value: (c) => c.webhookMaxInFlight },
+  { name: 'ALLOW_PRIVATE_NETWORK', value: (c) => c.allowPrivateNetwork },
+];
+export const SETTING_NAMES = SETTINGS.map((s) => s.name);
+
+const MASK = '********';
+
+export interface SettingReport {
+  name: string;
+  value: unknown;
+  source: 'env' | 'default';
+  secret: boolean;
+}
+
+/** GET /admin/config: every setting, its effective value (secrets masked) and whether the environment set it. */
+export function configReport(c: Readonly<Config>): SettingReport[] {
+  return SETTINGS.map((s) => {
+    const v = s.value(c);
+    return { name: s.name, value: s.secret && v !== null && v !== undefined ? maskSecret(s.name, String(v)) : v, source: c.fromEnv.includes(s.name) ? 'env' : 'default', secret: s.secret === true };
+  });
+}
+
+/** A URL keeps its host (useful to an operator) and loses its credentials; anything else is masked whole. */
+function maskSecret(name: string, v: string): string {
+  if (name !== 'REDIS_URL' && name !== 'REGISTRY_RPC_URL') return MASK;
+  try {
+    const u = new URL(v);
+    if (u.username) u.username = MASK;
+    if (u.password) u.password = MASK;
+    // RPC providers often carry the API key in the path or query
+    if (name === 'REGISTRY_RPC_URL' && (u.pathname.length > 1 || u.search)) return `${u.protocol}//${u.host}/${MASK}`;
+    return u.href;
+  } catch {
+    return MASK;
+  }
 }

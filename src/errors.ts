@@ -41,6 +41,8 @@ export const catalogue = {
   ORG_MEMBERSHIP_DUPLICATE: [409, 'Identity already has a membership'],
   ORG_MEMBERSHIP_NOT_FOUND: [404, 'Membership not found'],
   ORG_CENTRAL_CLAW_EXISTS: [409, 'Central claw already exists'],
+  // not in the interface: a membership move its state table does not allow (docs/org.md)
+  ORG_MEMBERSHIP_INVALID_TRANSITION: [409, 'Membership cannot move that way'],
   SIWE_NONCE_NOT_FOUND: [404, 'Nonce unknown'],
   SIWE_NONCE_EXPIRED: [401, 'Nonce expired'],
   SIWE_NONCE_USED: [401, 'Nonce already used'],
@@ -69,6 +71,13 @@ export const catalogue = {
   DISC_PEER_NOT_FOUND: [404, 'Peer org not found'],
   DISC_PEER_DUPLICATE: [409, 'Peer with the same endpoint exists'],
   DISC_VALIDATION_FAILED: [400, 'Invalid discovery request'],
+  // not in the interface: a peer status move its state table does not allow (docs/org.md)
+  DISC_PEER_INVALID_TRANSITION: [409, 'Peer status cannot move that way'],
+  // Webhooks: the interface names the routes but no codes; these follow its pattern (docs/decisions.md).
+  WEBHOOK_VALIDATION_FAILED: [400, 'Invalid webhook request'],
+  WEBHOOK_NOT_FOUND: [404, 'Webhook not found'],
+  WEBHOOK_DELIVERY_NOT_FOUND: [404, 'Webhook delivery not found'],
+  WEBHOOK_DELIVERY_IN_PROGRESS: [409, 'The delivery is being sent; replay it once the attempt has ended'],
   FED_PROOF_MISSING: [401, 'No X-Federation-Proof'],
   FED_PROOF_INVALID: [401, 'Malformed proof'],
   FED_PROOF_FAILED: [401, 'HMAC mismatch'],

@@ -10,6 +10,9 @@ import { inviteRoutes } from './invites.js';
 import { memoryRoutes } from './memory.js';
 import { opsRoutes } from './ops.js';
 import { orgRoutes } from './org.js';
+import { orgCompanyRoutes } from './org-company.js';
+import { policyRoutes } from './policy.js';
+import { webhookRoutes } from './webhooks.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
@@ -17,7 +20,7 @@ import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
 export const routes = (s: Services): Route[] => {
-  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s)];
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
   return table;

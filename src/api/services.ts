@@ -10,6 +10,10 @@ import type { Identities } from '../identity/identities.js';
 import type { Invites } from '../identity/invites.js';
 import type { Actors } from '../inspection/actors.js';
 import type { Metrics } from '../metrics/metrics.js';
+import type { CompanyRecord } from '../org/company.js';
+import type { Discovery } from '../org/discovery.js';
+import type { Peers } from '../org/peers.js';
+import type { Memberships } from '../org/memberships.js';
 import type { Org } from '../org/service.js';
 import type { Graph } from '../memory/graph.js';
 import type { Jobs } from '../memory/jobs.js';
@@ -21,6 +25,7 @@ import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
 import type { Workspace } from '../workspace/service.js';
 import type { Workstreams } from '../workstreams/service.js';
+import type { Webhooks } from '../webhooks/service.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -37,6 +42,11 @@ export interface Services {
   workspace: Workspace;
   artifacts: Artifacts;
   workstreams: Workstreams;
+  company: CompanyRecord;
+  peers: Peers;
+  memberships: Memberships;
+  discovery: Discovery;
+  webhooks: Webhooks;
   siwe: Siwe;
   wallets: Wallets;
   authRequests: AuthRequests;

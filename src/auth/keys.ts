@@ -3,7 +3,8 @@ import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { secretToken, sha256 } from '../ids.js';
 import type { Op, Store } from '../store/port.js';
-import { indexes, keys, type ApiKey, type Identity, type Membership, type Permissions, type Principal } from '../identity/model.js';
+import { membershipOf } from '../org/memberships.js';
+import { indexes, keys, type ApiKey, type Identity, type Permissions, type Principal } from '../identity/model.js';
 
 const KEY_PREFIX = 'svc_';
 const idFor = (hash: string) => 'key_' + hash.slice(0, 24);
@@ -50,7 +51,9 @@ export async function principalForKey(store: Store, plain: string, admin: boolea
   if (key.expires_at && Date.parse(key.expires_at) <= Date.now()) throw new AppError('AUTH_KEY_EXPIRED');
   const [identity, membership] = await store.getMany<unknown>([keys.identity(key.owner), keys.membership(key.owner)]);
   if (!identity) throw new AppError('AUTH_KEY_INVALID', 'The identity of this key no longer exists');
-  const principal: Principal = { identity: identity.value as Identity, key, membership: membership?.value as Membership | undefined };
+  const principal: Principal = { identity: identity.value as Identity, key, membership: membershipOf(membership?.value) };
+  // every authenticated route, socket op and stream needs an active membership
+  if (principal.membership?.status !== 'active') throw new AppError('POLICY_MEMBERSHIP_REQUIRED');
   if (admin && !principal.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');
   return principal;
 }

@@ -4,7 +4,9 @@ import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import type { Op, Store } from '../store/port.js';
 import { issueKey } from '../auth/keys.js';
-import { indexes, keys, type Company, type Identity, type Membership } from './model.js';
+import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
+import { membershipCreateOps } from '../org/memberships.js';
+import { indexes, keys, type Company, type Identity } from './model.js';
 
 export interface NewIdentity {
   id?: string;
@@ -43,14 +45,15 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
   };
   const companyRec = company?.value as Company | undefined;
   const org: Company = companyRec ?? { id: newId(), name: 'default', created_at: now };
-  const membership: Membership = { id: newId(), identity_id: identity.id, company_id: org.id, status: 'active', claw_type: null, created_at: now, updated_at: now };
   const key = withKey ? issueKey(identity.id) : undefined;
   const ops: Op[] = [
     { op: 'put', key: keys.identity(identity.id), value: identity, expect: 0 },
     { op: 'put', key: keys.identityName(identity.name), value: { id: identity.id }, expect: 0 },
     { op: 'index', index: indexes.identities, member: identity.id },
-    { op: 'put', key: keys.membership(identity.id), value: membership, expect: 0 },
+    ...membershipCreateOps(identity.id, org, now),
     ...(key?.ops ?? []),
+    // the outbox: webhooks hear of the join from the commit that made it
+    { op: 'append', log: ORG_LOG, entry: { type: 'identity.joined', at: now, identity: { id: identity.id, name: identity.name, type: identity.type, is_admin: identity.is_admin, created_at: now } } satisfies OrgLogEntry },
   ];
   if (identity.wallet_address) ops.push({ op: 'put', key: keys.wallet(identity.wallet_address), value: { id: identity.id }, expect: 0 });
   if (!companyRec) ops.push({ op: 'put', key: keys.company, value: org, expect: 0 });

@@ -1,4 +1,5 @@
 /** The identity directory (admin): list, show, update, delete; identities with last_seen from presence. */
+import { MEMBERSHIP } from '../org/memberships.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import type { Org } from '../org/service.js';
@@ -10,7 +11,7 @@ import { auditOps } from '../audit/audit.js';
 import { accessEndedOp } from '../journal/journal.js';
 import { readAll } from '../store/scan.js';
 import { adminSetOps } from './create.js';
-import { indexes, keys, type ApiKey, type Identity, type Membership, type Principal } from './model.js';
+import { indexes, keys, type ApiKey, type Identity, type Principal } from './model.js';
 import type { Registry } from './registry.js';
 
 export interface IdentityUpdate {
@@ -88,7 +89,7 @@ export class Identities {
       if (!cur) throw new AppError('IDENTITY_NOT_FOUND');
       const identity = cur.value;
       const keyIds = await readAll(this.store, indexes.apiKeysOf(id));
-      const [membership, ...apiKeys] = await this.store.getMany<unknown>([keys.membership(id), ...keyIds.map(keys.apiKey)]);
+      const apiKeys = await this.store.getMany<unknown>(keyIds.map(keys.apiKey));
       const ops: Op[] = [
         { op: 'del', key: keys.identity(id), expect: cur.version },
         { op: 'del', key: keys.identityName(identity.name) },
@@ -98,10 +99,11 @@ export class Identities {
         accessEndedOp(id, 'deleted'),
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
-      if (membership) ops.push({ op: 'put', key: keys.membership(id), value: { ...(membership.value as Membership), status: 'removed', updated_at: iso() }, expect: membership.version });
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));
       return { result: identity, ops };
     });
+    // the membership actor ends removed through its own machine (its indexes and journal follow)
+    await this.rt.send(MEMBERSHIP, id, { type: 'REMOVE' }, { quiet: true });
     await this.leaveOrg(id, admin);
     return gone;
   }

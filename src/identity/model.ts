@@ -84,7 +84,8 @@ export const keys = {
   apiKey: (id: string) => `apikey:${id}`,
   invite: (code: string) => `invite:${code}`,
   company: 'org:company',
-  membership: (identityId: string) => `membership:${identityId}`,
+  /** the membership actor's record (actor id = identity id; src/org/memberships.ts) */
+  membership: (identityId: string) => `actor:membership:${identityId}`,
   bootstrap: 'bootstrap',
   /** one identity per wallet: `{id}` under the lowercased address, written with expect 0 */
   wallet: (address: string) => `wallet:${address.toLowerCase()}`,

@@ -103,3 +103,10 @@ export class Audience {
 /** The error a socket is closed with when its identity's access ends. */
 export const accessError = (reason: AccessEndedReason): AppError =>
   reason === 'deleted' ? new AppError('AUTH_KEY_REVOKED', 'The identity of this key was deleted') : new AppError('POLICY_MEMBERSHIP_REQUIRED', `The membership was ${reason}`);
+
+/** A `membership.changed` entry that leaves this identity without an active membership: its connections end. */
+export function endsMembership(e: JournalEntry, identityId: string): boolean {
+  if (isSignalEntry(e) || e.type !== 'membership.changed') return false;
+  const m = e.data as { identity_id?: string; status?: string };
+  return m.identity_id === identityId && m.status !== 'active';
+}

@@ -71,9 +71,21 @@ export class Hub {
     this.catchUp.unref();
   }
 
+  private floors: (() => Promise<number | undefined>)[] = [];
+
+  /** Another reader of the journal (the webhook outbox) names the lowest sequence it still needs: trimming stops below it. */
+  holdTrimAt(floor: () => Promise<number | undefined>): void {
+    this.floors.push(floor);
+  }
+
   /** Keeps the last `retain` journal entries; every instance may run it, the store makes it idempotent. */
   private async trim(): Promise<void> {
-    const before = this.lastSeq - this.retain + 1;
+    let before = this.lastSeq - this.retain + 1;
+    if (before <= this.journalStart) return;
+    for (const f of this.floors) {
+      const need = await f();
+      if (need !== undefined) before = Math.min(before, need);
+    }
     if (before > this.journalStart) this.journalStart = await this.store.trimLog(JOURNAL_LOG, before, TRIM_STEP);
   }
 

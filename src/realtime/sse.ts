@@ -12,7 +12,7 @@ import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
 import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
-import { Audience } from './audience.js';
+import { Audience, endsMembership } from './audience.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
@@ -80,6 +80,11 @@ class Stream implements Subscriber {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
     this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
+    // the identity is no longer an active member: end the stream; EventSource's reconnect is refused with 403
+    if (endsMembership(e, this.principal.identity.id)) {
+      this.end();
+      return 'gone';
+    }
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }

@@ -11,8 +11,7 @@ import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
 import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
-import { accessError } from './audience.js';
-import { Audience, type Filters } from './audience.js';
+import { accessError, Audience, endsMembership, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
 import { Drain } from './drain.js';
@@ -90,6 +89,10 @@ class Connection implements Subscriber {
     const { subject, data } = frameOf(e);
     if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
     this.sentSeq = seq;
+    if (endsMembership(e, this.audience.principal.identity.id)) {
+      this.fatal(CLOSE.unauthorized, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
+      return 'gone';
+    }
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
@@ -190,7 +193,7 @@ class Connection implements Subscriber {
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
     } catch (e) {
-      if (isAppError(e) && e.code.startsWith('AUTH_KEY_')) return this.fatal(CLOSE.unauthorized, e);
+      if (isAppError(e) && (e.code.startsWith('AUTH_KEY_') || e.code === 'POLICY_MEMBERSHIP_REQUIRED')) return this.fatal(CLOSE.unauthorized, e);
       this.error(id, e);
     }
   }

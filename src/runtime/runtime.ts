@@ -43,6 +43,16 @@ export interface ActorKind<C = any> {
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
   /** a log entry every commit of this kind appends atomically (the push journal), if any */
   journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | undefined;
+  /**
+   * Unique records the state claims (one central claw per org): written with expect:0 when claimed, deleted
+   * when released, in the same commit. A commit that loses one to another holder fails with its code.
+   */
+  uniques?(rec: ActorRecord<C>): { key: string; code: ErrorCode }[];
+  /**
+   * Called after a `send` committed (fire-and-forget: its result and errors never reach the caller). Effects
+   * a pure machine cannot run (an HTTP POST) start here, after the state saying they should is durable.
+   */
+  committed?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): void | Promise<void>;
 }
 
 export interface Committed<C> {
@@ -145,6 +155,7 @@ export class Runtime {
       ...indexesOf(k, id, record).map(([index, member]): Op => ({ op: 'index', index, member })),
       ...k.timers(record).map((t): Op => ({ op: 'timer', key: timerKey(kind, id, t.event), at: t.at })),
       ...journalOps(k, record, undefined),
+      ...(k.uniques?.(record) ?? []).map((u): Op => ({ op: 'put', key: u.key, value: { kind, id }, expect: 0 })),
     ];
   }
 
@@ -180,12 +191,26 @@ export class Runtime {
         ...journalOps(k, record, before),
         ...(opts.extra?.(record, cur.value) ?? []),
       ];
-      if ((await this.store.commit(ops)).ok) {
+      const claimed = diffUniques(k, id, before, record, ops);
+      const res = await this.store.commit(ops);
+      if (res.ok) {
+        this.afterCommit(k, id, record, before);
         this.told(k.name, id, record, before);
         return { id, record };
       }
+      const lost = claimed.find((u) => u.key === res.conflict);
+      if (lost) throw new AppError(lost.code);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
+  }
+
+  private afterCommit<C>(k: ActorKind<C>, id: string, record: ActorRecord<C>, before: ActorRecord<C> | undefined): void {
+    if (!k.committed) return;
+    try {
+      void Promise.resolve(k.committed(id, record, before)).catch((e) => this.log.warn({ err: e, kind: k.name, id }, 'committed hook failed'));
+    } catch (e) {
+      this.log.warn({ err: e, kind: k.name, id }, 'committed hook failed');
+    }
   }
 
   /**
@@ -278,6 +303,18 @@ const indexesOf = <C>(k: ActorKind<C>, id: string, rec: ActorRecord<C>): [string
 function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
   const j = k.journal?.(rec, prev);
   return j ? [{ op: 'append', log: j.log, entry: j.entry }] : [];
+}
+
+/** Adds the unique-record ops of a move to `ops`; answers the records newly claimed. */
+function diffUniques<C>(k: ActorKind<C>, id: string, before: ActorRecord<C> | undefined, after: ActorRecord<C>, ops: Op[]): { key: string; code: ErrorCode }[] {
+  if (!k.uniques) return [];
+  const held = new Set((before ? k.uniques(before) : []).map((u) => u.key));
+  const next = k.uniques(after);
+  const keep = new Set(next.map((u) => u.key));
+  for (const key of held) if (!keep.has(key)) ops.push({ op: 'del', key });
+  const claimed = next.filter((u) => !held.has(u.key));
+  for (const u of claimed) ops.push({ op: 'put', key: u.key, value: { kind: k.name, id }, expect: 0 });
+  return claimed;
 }
 
 export const timerKey = (kind: string, id: string, event: string) => JSON.stringify([kind, id, event]);

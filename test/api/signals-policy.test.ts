@@ -227,11 +227,11 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
       const s = await join(root.client, 'suspended');
       const task = await emitOk(root.client, { signal_type: 'task', content: 'for anyone' });
       const note = await emitOk(root.client, { signal_type: 'pulse', content: 'for s', to_identity: s.id });
-      // seed: the membership record as an admin suspension would leave it
-      const cur = await svc.store.get<Record<string, unknown>>(`membership:${s.id}`);
-      expect(cur?.value.status).toBe('active');
-      const res = await svc.store.commit([{ op: 'put', key: `membership:${s.id}`, value: { ...cur!.value, status: 'suspended' }, expect: cur!.version }]);
-      expect(res.ok).toBe(true);
+      // an admin suspends the membership
+      const page = (await root.client.get('/org/company/memberships?limit=100')).body.data.memberships as any[];
+      const m = page.find((x) => x.identity_id === s.id);
+      expect(m?.status).toBe('active');
+      expect((await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'suspended' })).status).toBe(200);
 
       expectError(await s.client.post('/emit', { signal_type: 'pulse', content: 'x' }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
       expectError(await s.client.post('/claim', { signal_id: task.id }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
@@ -250,13 +250,12 @@ describe.each(BACKENDS)('key scopes and policy on %s', (backend) => {
 
       // no membership record at all is refused too
       const gone = await join(root.client, 'no-membership');
-      expect((await svc.store.commit([{ op: 'del', key: `membership:${gone.id}` }])).ok).toBe(true);
+      expect((await svc.store.commit([{ op: 'del', key: `actor:membership:${gone.id}` }])).ok).toBe(true);
       expectError(await gone.client.post('/emit', { signal_type: 'pulse', content: 'x' }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
       expectError(await gone.client.post('/inbox/acknowledge', { signal_id: note.id }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
 
       // reactivated, it works again
-      const now = await svc.store.get<Record<string, unknown>>(`membership:${s.id}`);
-      expect((await svc.store.commit([{ op: 'put', key: `membership:${s.id}`, value: { ...now!.value, status: 'active' }, expect: now!.version }])).ok).toBe(true);
+      expect((await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'active' })).status).toBe(200);
       expect((await s.client.post('/emit', { signal_type: 'pulse', content: 'back' })).status).toBe(201);
       expect(expectOk(await s.client.post('/inbox/acknowledge', { signal_id: note.id })).state).toBe('acknowledged');
     });

@@ -15,8 +15,11 @@ const MiB = 1024 * 1024;
 const SIZE = 50 * MiB;
 const CHUNK = 64 * 1024;
 const WARM = 16 * MiB;
-/** well under the file's size: the body must never be held whole, nor in large pieces */
-const MAX_GROWTH = 16 * MiB;
+/**
+ * well under the file's size (under half of it): the body must never be held whole, nor in large pieces; the
+ * margin covers the rest of a live process (webhook dispatcher, timers) allocating while the upload runs
+ */
+const MAX_GROWTH = 24 * MiB;
 
 /** Deterministic pseudo-random bytes, `size` of them, as a web stream; `hash` holds their SHA-256 once read. */
 function source(size: number, prefix = Buffer.alloc(0), suffix = Buffer.alloc(0)) {

@@ -1,10 +1,25 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, readConfig } from '../../src/config.js';
+import { readFileSync } from 'node:fs';
+import { configReport, ConfigError, readConfig, SETTING_NAMES } from '../../src/config.js';
 import { childEnv } from '../helpers/server.js';
 
 describe('config', () => {
+  it('reports every variable the reader reads, with its source, secrets masked', () => {
+    const src = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8').split('interface Setting {')[0];
+    const read = new Set([...src.matchAll(/(?:int|bool)\(env, '([A-Z0-9_]+)'|env\.([A-Z0-9_]+)|need\('([A-Z0-9_]+)'\)/g)].map((m) => m[1] ?? m[2] ?? m[3]));
+    expect([...read].sort()).toEqual([...SETTING_NAMES].sort());
+    const r = configReport(readConfig({ PORT: '8080', REDIS_URL: 'redis://user:pw@h:1', S3_ENDPOINT: 'http://minio:9000', S3_ACCESS_KEY: 'ak', S3_SECRET_KEY: 'sk' }));
+    const row = (n: string) => r.find((x) => x.name === n);
+    expect(row('PORT')).toEqual({ name: 'PORT', value: 8080, source: 'env', secret: false });
+    expect(row('HOST')).toEqual({ name: 'HOST', value: '0.0.0.0', source: 'default', secret: false });
+    expect(row('REDIS_URL')).toMatchObject({ value: 'redis://********:********@h:1', source: 'env', secret: true });
+    expect(row('S3_SECRET_KEY')).toMatchObject({ value: '********', source: 'env' });
+    expect(row('S3_BUCKET')).toMatchObject({ value: 'svc-blobs', source: 'default' });
+    expect(JSON.stringify(r)).not.toMatch(/pw|"sk"|"ak"/);
+  });
+
   it('has the documented defaults', () => {
     const c = readConfig({});
     expect(c).toMatchObject({ port: 3000, host: '0.0.0.0', baseUrl: 'http://localhost:3000', redisUrl: undefined, taskLeaseMs: 300_000, maxDeliveryAttempts: 5, logLevel: 'info', bodyLimitBytes: 1_048_576, strictSignalTypes: false, dbConnectTimeoutMs: 2000, dbQueryTimeoutMs: 5000 });

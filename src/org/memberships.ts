@@ -1,0 +1,124 @@
+/**
+ * Memberships: one actor per identity (actor id = identity id, so authentication reads it in the same
+ * round trip as the identity), found by its own id through a `membership-id:` record. One central claw
+ * per org is a unique record the actor's state claims (`uniques`), so two concurrent claims cannot both
+ * commit. Every status or claw-type change appends `membership.changed` to the push journal in its commit:
+ * webhooks hear of it, and the identity's own sockets and streams close when it is no longer active.
+ */
+import { membershipMachine, MEMBERSHIP_STATUS_EVENT, type ClawType, type MembershipContext, type MembershipStatus } from '../../actors/membership.js';
+import { AppError } from '../errors.js';
+import { iso } from '../clock.js';
+import { newId } from '../ids.js';
+import { JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
+import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import type { Op, Store } from '../store/port.js';
+import { scanDesc, type Scanned } from '../store/scan.js';
+import { keys, type Company, type Identity, type Membership } from '../identity/model.js';
+
+export const MEMBERSHIP = 'membership';
+export const membershipIndexes = { all: 'memberships', byStatus: (s: string) => `memberships:status:${s}` };
+const idKey = (membershipId: string) => `membership-id:${membershipId}`;
+export const CENTRAL_CLAW_KEY = 'org:central-claw';
+
+const member = (c: MembershipContext) => `${c.id}|${c.identity_id}`;
+const identityOfMember = (m: string) => m.slice(m.indexOf('|') + 1);
+
+export const membershipView = (r: ActorRecord<MembershipContext>): Membership => ({ ...r.context, status: r.value as MembershipStatus });
+
+export const membershipKind: ActorKind<MembershipContext> = {
+  name: MEMBERSHIP,
+  machine: membershipMachine,
+  notFound: 'ORG_MEMBERSHIP_NOT_FOUND',
+  invalid: 'ORG_MEMBERSHIP_INVALID_TRANSITION',
+  indexes: (r) => [
+    [membershipIndexes.all, member(r.context)],
+    [membershipIndexes.byStatus(r.value), member(r.context)],
+  ],
+  timers: () => [],
+  uniques: (r) => (r.context.claw_type === 'central' && r.value !== 'removed' ? [{ key: CENTRAL_CLAW_KEY, code: 'ORG_CENTRAL_CLAW_EXISTS' }] : []),
+  journal: (r, prev) => {
+    if (!prev) return undefined;
+    const m = membershipView(r);
+    const entry: EventEntry = { type: 'membership.changed', subject: 'membership', data: { ...m, previous_status: prev.value, previous_claw_type: prev.context.claw_type }, audience: { identities: [m.identity_id] } };
+    return { log: JOURNAL_LOG, entry };
+  },
+};
+
+/** The ops that create an identity's membership (in the identity's own commit), without a runtime at hand. */
+export function membershipCreateOps(identityId: string, company: Company, now = iso()): Op[] {
+  return membershipCreate(identityId, company, now).ops;
+}
+
+function membershipCreate(identityId: string, company: Company, now = iso()) {
+  const rec: ActorRecord<MembershipContext> = { value: 'active', context: { id: newId(), identity_id: identityId, company_id: company.id, claw_type: null, created_at: now, updated_at: now } };
+  const ops: Op[] = [
+    { op: 'put', key: actorKey(MEMBERSHIP, identityId), value: rec, expect: 0 },
+    { op: 'put', key: idKey(rec.context.id), value: { identity_id: identityId }, expect: 0 },
+    ...membershipKind.indexes(rec).map(([index, m]): Op => ({ op: 'index', index, member: m })),
+  ];
+  return { rec, ops };
+}
+
+/** A stored membership record (as authentication reads it) in the interface's shape. */
+export const membershipOf = (stored: unknown): Membership | undefined => (stored ? membershipView(stored as ActorRecord<MembershipContext>) : undefined);
+
+export async function memberCounts(store: Store) {
+  const [active, suspended, removed] = await Promise.all((['active', 'suspended', 'removed'] as const).map((s) => store.count(membershipIndexes.byStatus(s))));
+  return { total: active + suspended + removed, active, suspended, removed };
+}
+
+export class Memberships {
+  constructor(private rt: Runtime) {}
+
+  private get store() {
+    return this.rt.store;
+  }
+
+  list(before: string | undefined, limit: number): Promise<Scanned<Membership>> {
+    return scanDesc<Membership>(this.store, [membershipIndexes.all], {
+      before,
+      limit,
+      load: async (members) => (await this.rt.loadMany<MembershipContext>(MEMBERSHIP, members.map(identityOfMember))).map((r) => (r ? membershipView(r) : undefined)),
+      keep: () => true,
+    });
+  }
+
+  /** For an identity that has none (one per identity). */
+  async create(identityId: string): Promise<Membership> {
+    const [identity, existing, company] = await this.store.getMany<unknown>([keys.identity(identityId), actorKey(MEMBERSHIP, identityId), keys.company]);
+    if (!identity) throw new AppError('IDENTITY_NOT_FOUND', undefined, { field: 'identity_id' });
+    if (existing) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
+    if (!company) throw new AppError('ORG_NOT_FOUND');
+    const { rec, ops } = membershipCreate((identity.value as Identity).id, company.value as Company);
+    if (!(await this.store.commit(ops)).ok) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
+    return membershipView(rec);
+  }
+
+  private async identityOf(membershipId: string): Promise<string> {
+    const ref = await this.store.get<{ identity_id: string }>(idKey(membershipId));
+    if (!ref) throw new AppError('ORG_MEMBERSHIP_NOT_FOUND');
+    return ref.value.identity_id;
+  }
+
+  /** Moving to the status it already has changes nothing and answers it. */
+  async setStatus(membershipId: string, status: MembershipStatus): Promise<Membership> {
+    const identityId = await this.identityOf(membershipId);
+    const cur = await this.rt.load<MembershipContext>(MEMBERSHIP, identityId);
+    if (cur?.value.value === status) return membershipView(cur.value);
+    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: MEMBERSHIP_STATUS_EVENT[status] });
+    return membershipView(done!.record);
+  }
+
+  async setClawType(membershipId: string, clawType: ClawType): Promise<Membership> {
+    const identityId = await this.identityOf(membershipId);
+    const cur = await this.rt.load<MembershipContext>(MEMBERSHIP, identityId);
+    if (cur && cur.value.context.claw_type === clawType) return membershipView(cur.value);
+    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: 'SET_CLAW_TYPE', claw_type: clawType });
+    return membershipView(done!.record);
+  }
+
+  /** An identity leaving (deleted): its membership ends removed. */
+  async remove(identityId: string): Promise<void> {
+    await this.rt.send(MEMBERSHIP, identityId, { type: 'REMOVE' }, { quiet: true });
+  }
+}

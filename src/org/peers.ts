@@ -1,0 +1,102 @@
+/**
+ * Peer organizations: the peer actor kind (hosted by the runtime like the signal kind) and its service.
+ * The endpoint is unique: a `peer-endpoint:` record written with expect:0 in the creating commit.
+ */
+import { newPeer, peerMachine, PEER_STATUS_EVENT, type PeerContext, type PeerState } from '../../actors/peer.js';
+import { AppError } from '../errors.js';
+import { iso } from '../clock.js';
+import { newId } from '../ids.js';
+import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
+import { actorKey } from '../runtime/runtime.js';
+import type { Op } from '../store/port.js';
+import { readAll } from '../store/scan.js';
+
+export const PEER = 'peer';
+
+export const peerIndexes = { all: 'peers', byStatus: (s: string) => `peers:status:${s}` };
+const endpointKey = (endpoint: string) => `peer-endpoint:${endpoint}`;
+
+export const peerKind: ActorKind<PeerContext> = {
+  name: PEER,
+  machine: peerMachine,
+  notFound: 'DISC_PEER_NOT_FOUND',
+  invalid: 'DISC_PEER_INVALID_TRANSITION',
+  indexes: (r) => [
+    [peerIndexes.all, r.context.id],
+    [peerIndexes.byStatus(r.value), r.context.id],
+  ],
+  timers: () => [],
+};
+
+export const peerView = (r: ActorRecord<PeerContext>) => ({ ...r.context, status: r.value as PeerState });
+export type Peer = ReturnType<typeof peerView>;
+
+/** One spelling per endpoint: scheme and host lower-cased by URL, no trailing slash. */
+export function normalEndpoint(raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new AppError('DISC_VALIDATION_FAILED', 'endpoint must be an absolute URL', { field: 'endpoint', reason: 'format' });
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new AppError('DISC_VALIDATION_FAILED', 'endpoint must be http or https', { field: 'endpoint', reason: 'format' });
+  u.hash = '';
+  return u.href.replace(/\/+$/, '');
+}
+
+export interface PeerCreate {
+  name: string;
+  endpoint: string;
+  allowed_scopes?: string[];
+}
+
+export class Peers {
+  constructor(private rt: Runtime) {}
+
+  async create(by: string, body: PeerCreate): Promise<Peer> {
+    const endpoint = normalEndpoint(body.endpoint);
+    const id = newId();
+    const rec = newPeer({ id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], created_by: by, created_at: iso() });
+    const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec)]);
+    if (!res.ok) throw new AppError('DISC_PEER_DUPLICATE', `A peer with endpoint ${endpoint} exists`, { field: 'endpoint' });
+    return peerView(rec);
+  }
+
+  async get(id: string): Promise<Peer> {
+    const r = await this.rt.load<PeerContext>(PEER, id);
+    if (!r) throw new AppError('DISC_PEER_NOT_FOUND');
+    return peerView(r.value);
+  }
+
+  /** Every peer, newest first; or only those in `status`. */
+  async list(status?: PeerState): Promise<Peer[]> {
+    const ids = (await readAll(this.rt.store, status ? peerIndexes.byStatus(status) : peerIndexes.all)).reverse();
+    const recs = await this.rt.loadMany<PeerContext>(PEER, ids);
+    return recs.filter((r): r is ActorRecord<PeerContext> => r !== undefined).map(peerView);
+  }
+
+  async setStatus(id: string, status: Exclude<PeerState, 'pending'>): Promise<Peer> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: PEER_STATUS_EVENT[status] });
+    return peerView(done!.record);
+  }
+
+  /** Records the trust request; the federation handshake builds on it. */
+  async establish(id: string, by: string): Promise<Peer> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by });
+    return peerView(done!.record);
+  }
+
+  /** Deletes the actor, its index entries and its endpoint record in one commit (version-checked). */
+  async remove(id: string): Promise<Peer> {
+    return this.rt.retry(async () => {
+      const cur = await this.rt.load<PeerContext>(PEER, id);
+      if (!cur) throw new AppError('DISC_PEER_NOT_FOUND');
+      const ops: Op[] = [
+        { op: 'del', key: actorKey(PEER, id), expect: cur.version },
+        { op: 'del', key: endpointKey(cur.value.context.endpoint) },
+        ...peerKind.indexes(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
+      ];
+      return { ops, result: peerView(cur.value) };
+    });
+  }
+}

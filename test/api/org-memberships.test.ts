@@ -1,0 +1,141 @@
+/**
+ * Memberships over real HTTP, WebSocket and SSE on both backends: list (paged), create (one per identity),
+ * status moves and their refusals, a suspended identity refused on every transport with its open socket
+ * and stream closed, reinstatement, claw types with one central claw even under concurrent PATCHes.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/app.js';
+import { bootstrap, join, type Member } from '../helpers/client.js';
+import { PushSocket, refusedUpgrade, SseStream } from '../helpers/push.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk, expectError, expectOk, ULID, waitFor } from './support.js';
+
+const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+const until = <T>(what: string, probe: () => T | Promise<T>, ms = 5000) => waitFor(what, probe, (v) => !!v, ms, 25);
+
+describe.each(BACKENDS)('memberships on %s', (backend) => {
+  const servers = serversOn(backend);
+  let svc: Service;
+  let root: Member;
+  let alice: Member;
+  let bob: Member;
+
+  beforeAll(async () => {
+    svc = await servers.start();
+    root = await bootstrap(svc.url);
+    alice = await join(root.client, 'alice');
+    bob = await join(root.client, 'bob');
+  });
+
+  const all = async () => {
+    const out: any[] = [];
+    let after: string | null = null;
+    do {
+      const d: any = expectOk(await root.client.get(`/org/company/memberships?limit=1${after ? `&after=${after}` : ''}`));
+      out.push(...d.memberships);
+      after = d.has_more ? d.cursor : null;
+    } while (after);
+    return out;
+  };
+  const of = async (m: Member) => (await all()).find((x) => x.identity_id === m.id);
+
+  it('every identity has one membership; paged list; duplicates and unknown ids refused', async () => {
+    const list = await all();
+    expect(list.map((m) => m.identity_id).sort()).toEqual([root.id, alice.id, bob.id].sort());
+    for (const m of list) {
+      expect(m).toMatchObject({ status: 'active', claw_type: null });
+      expect(m.id).toMatch(ULID);
+    }
+    expectError(await root.client.post('/org/company/memberships', { identity_id: alice.id }), 409, 'ORG_MEMBERSHIP_DUPLICATE');
+    expectError(await root.client.post('/org/company/memberships', { identity_id: UNKNOWN }), 404, 'IDENTITY_NOT_FOUND');
+    expectError(await root.client.post('/org/company/memberships', {}), 400, 'ORG_VALIDATION_FAILED', 'identity_id');
+    expectError(await root.client.patch(`/org/company/memberships/${UNKNOWN}/status`, { status: 'suspended' }), 404, 'ORG_MEMBERSHIP_NOT_FOUND');
+    expectError(await root.client.patch(`/org/company/memberships/${UNKNOWN}/claw-type`, { claw_type: 'worker' }), 404, 'ORG_MEMBERSHIP_NOT_FOUND');
+    const a = await of(alice);
+    expectError(await root.client.patch(`/org/company/memberships/${a.id}/status`, { status: 'gone' }), 400, 'ORG_VALIDATION_FAILED', 'status');
+    expectError(await root.client.patch(`/org/company/memberships/${a.id}/claw-type`, { claw_type: 'boss' }), 400, 'ORG_VALIDATION_FAILED', 'claw_type');
+    expectError(await alice.client.get('/org/company/memberships'), 403, 'AUTH_ADMIN_REQUIRED');
+    expectError(await alice.client.patch(`/org/company/memberships/${a.id}/status`, { status: 'suspended' }), 403, 'AUTH_ADMIN_REQUIRED');
+  });
+
+  it('a suspended identity is refused on REST, WebSocket and SSE, and its open socket and stream close; reinstated it works again', async () => {
+    const m = await of(bob);
+    const socket = await PushSocket.open(svc.url, bob.key, { label: 'bob socket' });
+    const stream = await SseStream.open(svc.url, { token: bob.key }, 'bob stream', ['signal', 'membership.changed']);
+    const rootSocket = await PushSocket.open(svc.url, root.key, { label: 'root socket' });
+    await emitOk(bob, { signal_type: 'pulse', content: 'before' });
+
+    const s = expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'suspended' }));
+    expect(s).toMatchObject({ id: m.id, identity_id: bob.id, status: 'suspended' });
+    expect(expectOk(await root.client.get('/org/company')).member_counts).toMatchObject({ total: 3, active: 2, suspended: 1 });
+
+    // open connections end
+    expect(await socket.closed()).toMatchObject({ code: 4401 });
+    await until('the stream ended and its reconnect refused', () => stream.es.readyState === 2);
+    expect(stream.events.some((e) => e.type === 'membership.changed' && e.signal.status === 'suspended')).toBe(true);
+    // new requests, sockets and streams are refused
+    expectError(await bob.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    expectError(await bob.client.post('/emit', { signal_type: 'pulse', content: 'after' }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    const up = await refusedUpgrade(svc.url, bob.key);
+    expect({ status: up.status, code: up.body.error.code }).toEqual({ status: 403, code: 'POLICY_MEMBERSHIP_REQUIRED' });
+    const sse = await fetch(`${svc.url}/signals/stream?token=${bob.key}`);
+    expect(sse.status).toBe(403);
+    expect((await sse.json()).error.code).toBe('POLICY_MEMBERSHIP_REQUIRED');
+    // others are unaffected
+    expect(rootSocket.closeInfo).toBeUndefined();
+    expectOk(await alice.client.get('/roles'));
+
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'suspended' })).status).toBe('suspended');
+    const back = expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'active' }));
+    expect(back.status).toBe('active');
+    await emitOk(bob, { signal_type: 'pulse', content: 'back' });
+    const again = await PushSocket.open(svc.url, bob.key, { label: 'bob again' });
+    await again.close();
+    await rootSocket.close();
+    stream.close();
+  });
+
+  it('removed is refused too; removed may be reinstated; removed cannot be suspended', async () => {
+    const carol = await join(root.client, 'carol');
+    const m = await of(carol);
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'removed' })).status).toBe('removed');
+    expectError(await carol.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    expectError(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'suspended' }), 409, 'ORG_MEMBERSHIP_INVALID_TRANSITION');
+    expectError(await root.client.patch(`/org/company/memberships/${m.id}/claw-type`, { claw_type: 'worker' }), 409, 'ORG_MEMBERSHIP_INVALID_TRANSITION');
+    // the same status again changes nothing
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'removed' })).status).toBe('removed');
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'active' })).status).toBe('active');
+    expectOk(await carol.client.get('/roles'));
+  });
+
+  it('claw types: one central claw per org, also under two concurrent PATCHes; releasing it frees the slot', async () => {
+    const a = await of(alice);
+    const b = await of(bob);
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${a.id}/claw-type`, { claw_type: 'worker' })).claw_type).toBe('worker');
+    const [ra, rb] = await Promise.all([
+      root.client.patch(`/org/company/memberships/${a.id}/claw-type`, { claw_type: 'central' }),
+      root.client.patch(`/org/company/memberships/${b.id}/claw-type`, { claw_type: 'central' }),
+    ]);
+    const wins = [ra, rb].filter((r) => r.status === 200);
+    expect(wins).toHaveLength(1);
+    expectError([ra, rb].find((r) => r.status !== 200)!, 409, 'ORG_CENTRAL_CLAW_EXISTS');
+    const winner = wins[0].body.data;
+    const loser = winner.id === a.id ? b : a;
+    expect((await all()).filter((x) => x.claw_type === 'central').map((x) => x.id)).toEqual([winner.id]);
+    expectError(await root.client.patch(`/org/company/memberships/${loser.id}/claw-type`, { claw_type: 'central' }), 409, 'ORG_CENTRAL_CLAW_EXISTS');
+    // the central claw steps down: the slot is free
+    expectOk(await root.client.patch(`/org/company/memberships/${winner.id}/claw-type`, { claw_type: 'observer' }));
+    expect(expectOk(await root.client.patch(`/org/company/memberships/${loser.id}/claw-type`, { claw_type: 'central' })).claw_type).toBe('central');
+    expectOk(await root.client.patch(`/org/company/memberships/${loser.id}/claw-type`, { claw_type: 'worker' }));
+  });
+
+  it('a new membership for an identity whose membership is gone', async () => {
+    const dave = await join(root.client, 'dave');
+    // the only way to lose a membership record is a store without one (identities made before memberships existed)
+    await svc.store.commit([{ op: 'del', key: `actor:membership:${dave.id}` }]);
+    expectError(await dave.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    const m = expectOk(await root.client.post('/org/company/memberships', { identity_id: dave.id }), 201);
+    expect(m).toMatchObject({ identity_id: dave.id, status: 'active', claw_type: null });
+    expectOk(await dave.client.get('/roles'));
+  });
+});

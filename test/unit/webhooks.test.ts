@@ -1,0 +1,60 @@
+/** The webhook pieces that need no server: the signature against `standardwebhooks`, the address guard, back-off and the retry window. */
+import { Webhook } from 'standardwebhooks';
+import { describe, expect, it } from 'vitest';
+import { transition } from 'xstate';
+import { deliveryMachine, newDelivery, retryDelayMs } from '../../actors/webhook-delivery.js';
+import { isPrivateAddress } from '../../src/webhooks/address.js';
+import { newSecret, sign } from '../../src/webhooks/model.js';
+
+describe('webhook signing', () => {
+  it('verifies with the standardwebhooks package and fails on any change', () => {
+    const secret = newSecret();
+    const ts = Math.floor(Date.now() / 1000);
+    const body = JSON.stringify({ type: 'signal.emitted', data: { x: 1 } });
+    const headers = { 'webhook-id': 'whd_1', 'webhook-timestamp': String(ts), 'webhook-signature': sign(secret, 'whd_1', ts, body) };
+    expect(new Webhook(secret).verify(body, headers)).toEqual(JSON.parse(body));
+    expect(() => new Webhook(secret).verify(body + ' ', headers)).toThrow();
+    expect(() => new Webhook(newSecret()).verify(body, headers)).toThrow();
+    expect(() => new Webhook(secret).verify(body, { ...headers, 'webhook-id': 'whd_2' })).toThrow();
+  });
+});
+
+describe('address guard', () => {
+  it('private, loopback, link-local and mapped forms are refused; public addresses pass', () => {
+    for (const a of ['127.0.0.1', '10.0.0.1', '172.16.5.4', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1', '224.0.0.1', 'not-an-ip'])
+      expect(isPrivateAddress(a), a).toBe(true);
+    for (const a of ['1.1.1.1', '8.8.8.8', '172.32.0.1', '2606:4700:4700::1111', '::ffff:1.1.1.1']) expect(isPrivateAddress(a), a).toBe(false);
+  });
+});
+
+describe('delivery back-off and retry window', () => {
+  it('doubles from the base, capped at an hour', () => {
+    expect([1, 2, 3, 4].map((n) => retryDelayMs(1000, n))).toEqual([1000, 2000, 4000, 8000]);
+    expect(retryDelayMs(1000, 30)).toBe(3600_000);
+  });
+
+  it('retries while the next attempt fits the window, then fails; replay reopens it', () => {
+    const t0 = 1_000_000;
+    let s = deliveryMachine.resolveState(newDelivery({ id: 'd', webhook_id: 'w', event: 'signal.emitted', payload: {}, order: 'o', now: t0, retry_window_ms: 5000, backoff_base_ms: 1000, send_hold_ms: 3000 }) as any);
+    const step = (e: any) => (s = transition(deliveryMachine, s, e)[0]);
+    const fail = (now: number) => step({ type: 'RESULT', now, attempt: s.context.attempt_count, ok: false, response_code: 500, latency_ms: 1, error: 'HTTP 500' });
+    let now = t0;
+    for (const expected of ['scheduled', 'scheduled', 'failed']) {
+      step({ type: 'SEND', now });
+      expect(s.value).toBe('sending');
+      fail(now);
+      expect(s.value).toBe(expected);
+      if (s.context.next_attempt_at) now = s.context.next_attempt_at;
+    }
+    expect(s.context.attempts.map((a: any) => a.status)).toEqual(['failed', 'failed', 'failed']);
+    // a stale result (an earlier attempt) changes nothing
+    step({ type: 'REPLAY', now: now + 10 });
+    expect(s.value).toBe('scheduled');
+    step({ type: 'SEND', now: now + 10 });
+    const before = s;
+    step({ type: 'RESULT', now: now + 11, attempt: 1, ok: true, response_code: 200, latency_ms: 1, error: null });
+    expect(s).toBe(before);
+    step({ type: 'RESULT', now: now + 12, attempt: 4, ok: true, response_code: 200, latency_ms: 1, error: null });
+    expect(s.value).toBe('delivered');
+  });
+});
