@@ -29,6 +29,8 @@ import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { Registry } from './identity/registry.js';
+import { reservationKind } from './reservations/kind.js';
+import { Reservations } from './reservations/service.js';
 import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
 import { Runtime } from './runtime/runtime.js';
@@ -69,6 +71,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(receiptKind);
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
+  runtime.register(reservationKind);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -111,6 +114,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     shares,
     jobs,
     memoryStats: new MemoryStats(store, memories, jobs),
+    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,

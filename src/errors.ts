@@ -119,6 +119,13 @@ export const catalogue = {
   WORKSTREAM_NOT_FOUND: [404, 'Workstream not found'],
   WORKSTREAM_LINK_TARGET_NOT_FOUND: [404, 'The linked resource does not exist or is not visible'],
   WORKSTREAM_LINK_NOT_FOUND: [404, 'The workstream has no such link'],
+  // path reservations (docs/reservations.md): not in the interface
+  RESERVATION_VALIDATION_FAILED: [400, 'Invalid reservation request'],
+  RESERVATION_NOT_FOUND: [404, 'Reservation not found'],
+  RESERVATION_NOT_HOLDER: [403, 'Only the holder may renew or release a reservation'],
+  RESERVATION_NOT_ACTIVE: [409, 'Reservation is released or expired'],
+  RESERVATION_FORCE_DENIED: [403, 'Force-release needs an admin, or a holder inactive longer than the ttl'],
+  RESERVATION_IDEMPOTENCY_MISMATCH: [409, 'idempotency_key was used with a different request'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -8,11 +8,12 @@ import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
 import { memoryRoutes } from './memory.js';
 import { orgRoutes } from './org.js';
+import { reservationRoutes } from './reservations.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
 import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
-export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s)];
+export const routes = (s: Services): Route[] => [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...reservationRoutes(s)];
 export type { Services };

@@ -41,6 +41,8 @@ export interface SendOptions<C> {
   notFound?: ErrorCode;
   /** actors created on their first event (inbox receipts): the record to start from when none is stored */
   create?: () => ActorRecord<C>;
+  /** ops committed with the move (an audit entry recording it) */
+  ops?: Op[];
 }
 
 const MAX_RETRIES = 50;
@@ -130,6 +132,7 @@ export class Runtime {
         ...diffIndexes(before ? k.indexes(before) : [], k.indexes(record)),
         ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
         ...journalOps(k, record, before),
+        ...(opts.ops ?? []),
       ];
       if ((await this.store.commit(ops)).ok) return { id, record };
     }
