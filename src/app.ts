@@ -31,6 +31,8 @@ import { Identities } from './identity/identities.js';
 import { Invites } from './identity/invites.js';
 import type { Principal } from './identity/model.js';
 import { Registry } from './identity/registry.js';
+import { reservationKind } from './reservations/kind.js';
+import { Reservations } from './reservations/service.js';
 import { Wallets } from './identity/wallets.js';
 import { createLogger, type Logger } from './log.js';
 import { Actors } from './inspection/actors.js';
@@ -92,6 +94,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
+  runtime.register(reservationKind);
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
@@ -144,6 +147,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
+    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
   };
   const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({

@@ -19,6 +19,8 @@ export interface Config {
   logLevel: string;
   bodyLimitBytes: number;
   timerPollMs: number;
+  /** the longest ttl_s a reservation may ask for */
+  reservationMaxTtlS: number;
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
   pushDrainTimeoutMs: number;
@@ -157,6 +159,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     logLevel,
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
+    reservationMaxTtlS: int(env, 'RESERVATION_MAX_TTL_S', 86_400, 1, 30 * 86_400),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
     // at most 256 MiB: uWS takes a socket's buffer limit as a 32-bit integer, with room for op answers above it
     pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),

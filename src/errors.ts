@@ -131,6 +131,13 @@ export const catalogue = {
   // Idempotency-Key on create routes: the interface has no codes for a reused or still-running key (see docs/decisions.md).
   IDEMPOTENCY_KEY_REUSED: [409, 'This Idempotency-Key was used with a different request'],
   IDEMPOTENCY_KEY_IN_PROGRESS: [409, 'A request with this Idempotency-Key is still running; retry later'],
+  // path reservations (docs/reservations.md): not in the interface
+  RESERVATION_VALIDATION_FAILED: [400, 'Invalid reservation request'],
+  RESERVATION_NOT_FOUND: [404, 'Reservation not found'],
+  RESERVATION_NOT_HOLDER: [403, 'Only the holder may renew or release a reservation'],
+  RESERVATION_NOT_ACTIVE: [409, 'Reservation is released or expired'],
+  RESERVATION_FORCE_DENIED: [403, 'Force-release needs an admin, or a holder inactive longer than the ttl'],
+  RESERVATION_IDEMPOTENCY_MISMATCH: [409, 'idempotency_key was used with a different request'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -13,6 +13,7 @@ import { orgRoutes } from './org.js';
 import { orgCompanyRoutes } from './org-company.js';
 import { policyRoutes } from './policy.js';
 import { webhookRoutes } from './webhooks.js';
+import { reservationRoutes } from './reservations.js';
 import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
@@ -20,7 +21,7 @@ import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
 export const routes = (s: Services): Route[] => {
-  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s)];
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s), ...reservationRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
   return table;

@@ -20,6 +20,7 @@ import type { Jobs } from '../memory/jobs.js';
 import type { MemoryStats } from '../memory/stats.js';
 import type { Memories } from '../memory/service.js';
 import type { Shares } from '../memory/shares.js';
+import type { Reservations } from '../reservations/service.js';
 import type { Inbox } from '../signals/inbox.js';
 import type { Signals } from '../signals/service.js';
 import type { Stats } from '../stats/service.js';
@@ -57,4 +58,5 @@ export interface Services {
   jobs: Jobs;
   memoryStats: MemoryStats;
   actors: Actors;
+  reservations: Reservations;
 }

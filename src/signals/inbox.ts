@@ -6,6 +6,7 @@
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import type { SignalContext } from '../../actors/signal.js';
 import { AppError } from '../errors.js';
+import { commaList } from '../validation.js';
 import { now } from '../clock.js';
 import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
 import { sameName } from '../org/model.js';
@@ -31,7 +32,23 @@ export interface InboxQuery {
   include_resolved?: boolean;
   include_snoozed?: boolean;
   view?: 'full' | 'summary';
+  /** comma list of how signals were addressed to keep: direct, role, ring, broadcast (default all) */
+  scope?: string;
 }
+
+export type InboxScope = 'direct' | 'role' | 'ring' | 'broadcast';
+
+/** How a signal was addressed (one signal may be addressed to an identity and a role at once). */
+export function scopesOf(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | 'to_ring_id'>): InboxScope[] {
+  const out: InboxScope[] = [];
+  if (c.to_identity) out.push('direct');
+  if (c.to_role_id) out.push('role');
+  if (c.to_ring_id) out.push('ring');
+  if (!out.length) out.push('broadcast');
+  return out;
+}
+
+const scopeOf = (q: InboxQuery): Set<InboxScope> | undefined => (q.scope ? new Set(commaList(q.scope) as InboxScope[]) : undefined);
 
 export type InboxItem = Signal & { receipt_state: ReceiptState; snoozed_until: string | null };
 
@@ -68,8 +85,18 @@ export class Inbox {
     const who = await this.resolveIdentity(target);
     if (who.id !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the identity itself or an admin may read its inbox');
     const reach = await this.reachOf(who.id);
+    const scope = scopeOf(q);
+    // only the indexes the scope names are read: a direct-only inbox never scans the broadcast index
+    const indexes = !scope
+      ? reach.indexes
+      : [
+          ...(scope.has('direct') ? [signalIndexes.identityInbox(who.id)] : []),
+          ...(scope.has('broadcast') ? [signalIndexes.broadcast] : []),
+          ...(scope.has('role') ? reach.roles.map(signalIndexes.roleInbox) : []),
+          ...(scope.has('ring') ? reach.rings.map(signalIndexes.ringInbox) : []),
+        ];
     // an any_one signal someone else took has left this inbox
-    return this.read(p, who, reach.indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
+    return this.read(p, who, indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
   }
 
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
@@ -138,6 +165,8 @@ export class Inbox {
 function matchesInbox({ signal, receipt }: Row, q: InboxQuery): boolean {
   const c = signal.context;
   const state: ReceiptState = (receipt?.value as ReceiptState) ?? 'unread';
+  const scope = scopeOf(q);
+  if (scope && !scopesOf(c).some((s) => scope.has(s))) return false;
   if (q.receipt_state ? state !== q.receipt_state : (state === 'resolved' && !q.include_resolved) || (state === 'snoozed' && !q.include_snoozed)) return false;
   return (
     (!q.types?.length || q.types.includes(c.signal_type)) &&

@@ -48,5 +48,7 @@ export const InboxQuery = compile(
     receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
     include_resolved: Type.Optional(Type.Boolean()),
     include_snoozed: Type.Optional(Type.Boolean()),
+    /** how a signal was addressed: a comma list of direct, role, ring, broadcast */
+    scope: Type.Optional(Type.String({ pattern: '^\\s*(direct|role|ring|broadcast)\\s*(,\\s*(direct|role|ring|broadcast)\\s*)*$' })),
   }),
 );

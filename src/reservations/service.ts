@@ -1,0 +1,210 @@
+/**
+ * Advisory path reservations (docs/reservations.md). A request is decided at once against the project's
+ * active reservations and grants what does not conflict. Grants of one project are serialised through one
+ * lock record whose version every granting commit checks, so two instances can never both grant
+ * conflicting paths: the loser's commit fails, it re-reads and sees the winner's reservation.
+ */
+import type { ReservationContext } from '../../actors/reservation.js';
+import { auditOps } from '../audit/audit.js';
+import { now as clock, iso } from '../clock.js';
+import { AppError } from '../errors.js';
+import { newId, sha256 } from '../ids.js';
+import type { Principal } from '../identity/model.js';
+import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Op } from '../store/port.js';
+import { readAll, scanDesc, type Scanned } from '../store/scan.js';
+import { RESERVATION, reservationIndexes, reservationView, type Reservation } from './kind.js';
+import { mayOverlap, normalizePath } from './overlap.js';
+
+export interface ReserveRequest {
+  paths: string[];
+  exclusive?: boolean;
+  ttl_s?: number;
+  reason?: string;
+  project?: string;
+  idempotency_key?: string;
+}
+
+export interface Conflict {
+  /** the requested (or checked) path */
+  path: string;
+  /** the reservation it collides with */
+  reservation: Reservation;
+}
+
+export interface ReserveAnswer {
+  granted: Reservation[];
+  conflicts: Conflict[];
+}
+
+export interface ListQuery {
+  project?: string;
+  identity?: string;
+  path?: string;
+  include_expired?: boolean;
+}
+
+export interface ReservationLimits {
+  defaultTtlS: number;
+  maxTtlS: number;
+}
+
+/** When an identity was last seen (src/presence). */
+export interface LastSeen {
+  lastSeen(ids: string[]): Promise<(number | undefined)[]>;
+}
+
+const lockKey = (project: string) => `reservations:lock:${project}`;
+const idemKey = (identity: string, key: string) => `reservations:idem:${identity}:${key}`;
+
+interface IdemRecord {
+  request: string;
+  answer: ReserveAnswer;
+}
+
+const conflicting = (a: { identity: string; exclusive: boolean; path: string }, b: ReservationContext) =>
+  a.identity !== b.identity && (a.exclusive || b.exclusive) && mayOverlap(a.path, b.path);
+
+function member(p: Principal): void {
+  if (!p.membership || p.membership.status !== 'active') throw new AppError('POLICY_MEMBERSHIP_REQUIRED');
+}
+
+export class Reservations {
+  constructor(
+    private rt: Runtime,
+    private presence: LastSeen,
+    private limits: ReservationLimits,
+  ) {}
+
+  /** Reservations are the org's: an active membership is needed for every call. */
+  projectOf(p: Principal, project: string | undefined): string {
+    member(p);
+    return project ?? p.membership?.company_id ?? 'default';
+  }
+
+  private ttl(ttl: number | undefined): number {
+    const t = ttl ?? this.limits.defaultTtlS;
+    if (!Number.isInteger(t) || t < 1 || t > this.limits.maxTtlS) throw new AppError('RESERVATION_VALIDATION_FAILED', `ttl_s must be an integer from 1 to ${this.limits.maxTtlS}`, { field: 'ttl_s' });
+    return t;
+  }
+
+  private paths(paths: string[]): string[] {
+    const out = [...new Set(paths.map(normalizePath))];
+    if (out.some((p) => !p || p.startsWith('!') || p.startsWith('/') || p.split('/').includes('..')))
+      throw new AppError('RESERVATION_VALIDATION_FAILED', 'paths are relative globs: no leading "/" or "!", no ".." segment', { field: 'paths' });
+    return out;
+  }
+
+  /** Active reservations of a project (those past expiry whose timer has not run yet count as gone). */
+  private async active(project: string, at: number): Promise<ActorRecord<ReservationContext>[]> {
+    const ids = await readAll(this.rt.store, reservationIndexes.active(project));
+    const rows = await this.rt.loadMany<ReservationContext>(RESERVATION, ids);
+    return rows.filter((r): r is ActorRecord<ReservationContext> => !!r && r.value === 'active' && r.context.expires_ms > at);
+  }
+
+  async reserve(p: Principal, req: ReserveRequest): Promise<ReserveAnswer> {
+    const project = this.projectOf(p, req.project);
+    const exclusive = req.exclusive ?? true;
+    const ttl_s = this.ttl(req.ttl_s);
+    const paths = this.paths(req.paths);
+    const reason = req.reason ?? null;
+    const identity = p.identity.id;
+    const fingerprint = sha256(JSON.stringify({ project, exclusive, ttl_s, paths, reason }));
+    const idem = req.idempotency_key ? idemKey(identity, req.idempotency_key) : undefined;
+    return this.rt.serial(lockKey(project), () =>
+      this.rt.retry(async () => {
+        if (idem) {
+          const seen = await this.rt.store.get<IdemRecord>(idem);
+          if (seen) {
+            if (seen.value.request !== fingerprint) throw new AppError('RESERVATION_IDEMPOTENCY_MISMATCH', undefined, { field: 'idempotency_key' });
+            return { result: seen.value.answer };
+          }
+        }
+        const lock = await this.rt.store.get<{ n: number }>(lockKey(project));
+        const at = clock();
+        const held = await this.active(project, at);
+        const answer: ReserveAnswer = { granted: [], conflicts: [] };
+        const ops: Op[] = [];
+        for (const path of paths) {
+          const hits = held.filter((r) => conflicting({ identity, exclusive, path }, r.context));
+          if (hits.length) {
+            answer.conflicts.push(...hits.map((r) => ({ path, reservation: reservationView(r) })));
+            continue;
+          }
+          const expires = at + ttl_s * 1000;
+          const rec: ActorRecord<ReservationContext> = {
+            value: 'active',
+            context: { id: newId(), project, identity, path, exclusive, reason, ttl_s, created_at: iso(at), expires_at: iso(expires), expires_ms: expires, released_at: null, released_by: null, forced: false },
+          };
+          ops.push(...this.rt.createOps(RESERVATION, rec.context.id, rec));
+          answer.granted.push(reservationView(rec));
+        }
+        // the lock's version moves with every grant: a concurrent grant that read the old set fails its commit
+        if (answer.granted.length) ops.push({ op: 'put', key: lockKey(project), value: { n: (lock?.value.n ?? 0) + 1 }, expect: lock?.version ?? 0 });
+        if (idem) ops.push({ op: 'put', key: idem, value: { request: fingerprint, answer } satisfies IdemRecord, expect: 0 });
+        return { ops: ops.length ? ops : undefined, result: answer };
+      }),
+    );
+  }
+
+  /** What these paths would hit: active reservations of other identities that could cover one of them. */
+  async conflicts(p: Principal, paths: string[], project: string | undefined, exclusive = true): Promise<Conflict[]> {
+    const held = await this.active(this.projectOf(p, project), clock());
+    const out: Conflict[] = [];
+    for (const path of this.paths(paths)) {
+      for (const r of held) if (conflicting({ identity: p.identity.id, exclusive, path }, r.context)) out.push({ path, reservation: reservationView(r) });
+    }
+    return out;
+  }
+
+  async list(p: Principal, q: ListQuery, before: string | undefined, limit: number): Promise<Scanned<Reservation>> {
+    const project = this.projectOf(p, q.project);
+    const index = q.include_expired ? (q.identity ? reservationIndexes.identity(q.identity) : reservationIndexes.all(project)) : reservationIndexes.active(project);
+    const path = q.path ? normalizePath(q.path) : undefined;
+    const at = clock();
+    return scanDesc<ActorRecord<ReservationContext>>(this.rt.store, [index], {
+      before,
+      limit,
+      load: (ids) => this.rt.loadMany<ReservationContext>(RESERVATION, ids),
+      keep: (r) =>
+        r.context.project === project &&
+        (q.include_expired || (r.value === 'active' && r.context.expires_ms > at)) &&
+        (!q.identity || r.context.identity === q.identity) &&
+        (!path || mayOverlap(path, r.context.path)),
+    }).then((s) => ({ items: s.items.map(reservationView), cursor: s.cursor }));
+  }
+
+  async get(p: Principal, id: string): Promise<Reservation> {
+    member(p);
+    const r = await this.rt.load<ReservationContext>(RESERVATION, id);
+    if (!r) throw new AppError('RESERVATION_NOT_FOUND');
+    return reservationView(r.value);
+  }
+
+  async renew(p: Principal, id: string, ttl_s: number | undefined): Promise<Reservation> {
+    member(p);
+    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RENEW', by: p.identity.id, ttl_s: this.ttl(ttl_s) });
+    return reservationView(c!.record);
+  }
+
+  async release(p: Principal, id: string): Promise<Reservation> {
+    member(p);
+    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RELEASE', by: p.identity.id });
+    return reservationView(c!.record);
+  }
+
+  /** An admin, or anyone once the holder has been inactive (presence) longer than the reservation's ttl; audited. */
+  async forceRelease(p: Principal, id: string): Promise<Reservation> {
+    member(p);
+    const cur = await this.rt.load<ReservationContext>(RESERVATION, id);
+    if (!cur) throw new AppError('RESERVATION_NOT_FOUND');
+    const c = cur.value.context;
+    if (!p.identity.is_admin) {
+      const [seen] = await this.presence.lastSeen([c.identity]);
+      if (seen !== undefined && clock() - seen <= c.ttl_s * 1000) throw new AppError('RESERVATION_FORCE_DENIED', undefined, { holder: c.identity, last_seen: iso(seen) });
+    }
+    const audit = auditOps({ actor: p.identity.id, action: 'reservation.force_release', target: id, requestId: p.requestId, details: { holder: c.identity, path: c.path, project: c.project, admin: p.identity.is_admin } });
+    const done = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'FORCE_RELEASE', by: p.identity.id }, { extra: () => audit });
+    return reservationView(done!.record);
+  }
+}
