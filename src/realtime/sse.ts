@@ -69,11 +69,14 @@ class Stream implements Subscriber {
   }
 
   wants(e: JournalEntry): boolean {
-    if (accessEndedFor(e, this.principal.identity.id)) {
+    const me = this.principal.identity.id;
+    const wanted = this.audience.wants(e);
+    // an ended access closes the stream even when its filters would not show the entry
+    if (accessEndedFor(e, me) || (!wanted && endsMembership(e, me))) {
       this.end();
       return false;
     }
-    return this.audience.wants(e);
+    return wanted;
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {

@@ -80,7 +80,13 @@ class Connection implements Subscriber {
       if (!this.closed) this.fatal(ended === 'deleted' ? CLOSE.unauthorized : CLOSE.forbidden, accessError(ended));
       return false;
     }
-    return this.audience.wants(e);
+    const wanted = this.audience.wants(e);
+    // a membership that ended closes the socket even when its filters would not show the entry
+    if (!wanted && endsMembership(e, this.audience.principal.identity.id)) {
+      if (!this.closed) this.fatal(CLOSE.unauthorized, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
+      return false;
+    }
+    return wanted;
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {

@@ -63,6 +63,10 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     const socket = await PushSocket.open(svc.url, bob.key, { label: 'bob socket' });
     const stream = await SseStream.open(svc.url, { token: bob.key }, 'bob stream', ['signal', 'membership.changed']);
     const rootSocket = await PushSocket.open(svc.url, root.key, { label: 'root socket' });
+    // connections whose filters would not show a membership change close all the same
+    const filtered = await SseStream.open(svc.url, { token: bob.key, type: 'pulse' }, 'bob filtered stream');
+    const filteredSocket = await PushSocket.open(svc.url, bob.key, { label: 'bob filtered socket' });
+    await filteredSocket.ok('subscribe', { types: ['pulse'] });
     await emitOk(bob, { signal_type: 'pulse', content: 'before' });
 
     const s = expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'suspended' }));
@@ -73,6 +77,8 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     expect(await socket.closed()).toMatchObject({ code: 4401 });
     await until('the stream ended and its reconnect refused', () => stream.es.readyState === 2);
     expect(stream.events.some((e) => e.type === 'membership.changed' && e.signal.status === 'suspended')).toBe(true);
+    expect(await filteredSocket.closed()).toMatchObject({ code: 4401 });
+    await until('the filtered stream ended', () => filtered.es.readyState === 2);
     // new requests, sockets and streams are refused
     expectError(await bob.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
     expectError(await bob.client.post('/emit', { signal_type: 'pulse', content: 'after' }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
