@@ -1,7 +1,6 @@
 /**
  * The method table /rpc and MCP share: name → params schema and one handler over the services REST calls.
- * Names accept `.` and `/` as separator (`inbox.check` = `inbox/check`). A part built on another branch
- * (webhooks.list) is one more entry here.
+ * Names accept `.` and `/` as separator (`inbox.check` = `inbox/check`).
  */
 import Type, { type TSchema } from 'typebox';
 import { AppError, isAppError } from '../errors.js';
@@ -75,6 +74,7 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'identity.whoami': method(NoParams, 'The caller: identity, key (without secret), membership, roles and rings.', (p) => w.whoami(p)),
     'roles.list': method(NoParams, 'Every role.', () => s.org.listRoles()),
     'rings.list': method(NoParams, 'Every ring.', () => s.org.listRings()),
+    'webhooks.list': method(NoParams, 'Every webhook (admin), newest first; secrets are never listed.', () => s.webhooks.list(), true),
     'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
     'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type): {signal} or {signal: null}.', (p, q) => w.next(p, q)),

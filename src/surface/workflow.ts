@@ -2,6 +2,7 @@
  * The composite calls only /rpc and MCP offer: each is a sequence of the same service calls REST makes
  * (inbox reads, claims, acks, emits), so every rule stays with its service.
  */
+import type { Webhooks } from '../webhooks/service.js';
 import type { Identities } from '../identity/identities.js';
 import type { Graph } from '../memory/graph.js';
 import type { Memories } from '../memory/service.js';
@@ -52,6 +53,7 @@ export interface SurfaceServices {
   memories: Memories;
   graph: Graph;
   workstreams: Workstreams;
+  webhooks: Webhooks;
   /** extra sections of workflow.resume, keyed by their name in the answer */
   resumeParts?: Record<string, ResumePart>;
 }

@@ -186,6 +186,15 @@ for (const backend of BACKENDS) {
       rpcError(await rpc(bob.client, 'roles.list', { unexpected: true }), 400, 'RPC_INVALID_PARAMS', -32602);
     });
 
+    it('webhooks.list (admin): the webhooks REST lists, without their secrets; refused for a member', async () => {
+      const hook = expectOk(await root.client.post('/admin/webhooks', { url: 'https://hooks.example.com/in', events: ['signal.emitted'] }), 201);
+      const listed = await ok(root.client, 'webhooks/list');
+      expect(listed.map((w: any) => w.id)).toContain(hook.id);
+      expect(listed.find((w: any) => w.id === hook.id)).not.toHaveProperty('secret');
+      expect(listed).toEqual(expectOk(await root.client.get('/admin/webhooks')));
+      rpcError(await rpc(bob.client, 'webhooks.list'), 403, 'AUTH_ADMIN_REQUIRED', -32000);
+    });
+
     it('workflow.next claims the most urgent open task the caller may take; a lost race moves on', async () => {
       const low = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'low', to_role: 'Builder', urgency: 0.2, payload: { task_type: 'build' } });
       const high = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'high', to_role: 'Builder', urgency: 0.95, payload: { task_type: 'build' } });
