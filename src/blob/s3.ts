@@ -7,19 +7,11 @@ import type { Readable } from 'node:stream';
 import { Client } from 'minio';
 import { newId } from '../ids.js';
 import { Tally } from './meter.js';
+import type { S3Config } from '../config.js';
 import { isSha256, type BlobStore, type ByteRange, type Stored } from './port.js';
 
 /** the minimum S3 allows; it bounds what one upload holds in memory */
 const PART_SIZE = 5 * 1024 * 1024;
-
-export interface S3Settings {
-  endpoint: string;
-  accessKey: string;
-  secretKey: string;
-  bucket: string;
-  region: string;
-  useSSL: boolean;
-}
 
 /**
  * One object written in PART_SIZE parts as the bytes arrive (awaiting each part is the back-pressure on the
@@ -81,7 +73,7 @@ export class S3Blobs implements BlobStore {
     private bucket: string,
   ) {}
 
-  static async open(s: S3Settings): Promise<S3Blobs> {
+  static async open(s: S3Config): Promise<S3Blobs> {
     const url = new URL(s.endpoint.includes('://') ? s.endpoint : `${s.useSSL ? 'https' : 'http'}://${s.endpoint}`);
     const client = new Client({
       endPoint: url.hostname,
