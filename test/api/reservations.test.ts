@@ -8,7 +8,7 @@ import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { PushSocket, waitFor } from '../helpers/push.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
-import { expectError, expectOk } from './support.js';
+import { expectError, expectOk, setMembershipStatus } from './support.js';
 
 let projects = 0;
 const project = () => `p${++projects}`;
@@ -194,8 +194,7 @@ for (const backend of BACKENDS) {
       expect(r.status).toBe(401);
       const held = (await reserve(a, { project: 'm', paths: ['m/**'] })).granted[0];
       const s = await join(root.client, `suspended-${backend}`);
-      const cur = await svc.store.get<Record<string, unknown>>(`membership:${s.id}`);
-      expect((await svc.store.commit([{ op: 'put', key: `membership:${s.id}`, value: { ...cur!.value, status: 'suspended' }, expect: cur!.version }])).ok).toBe(true);
+      await setMembershipStatus(root.client, s.id, 'suspended');
       expectError(await s.client.post('/reservations', { paths: ['x'] }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
       expectError(await s.client.get('/reservations'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
       expectError(await s.client.get('/reservations/conflicts?paths=x'), 403, 'POLICY_MEMBERSHIP_REQUIRED');

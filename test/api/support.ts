@@ -49,3 +49,20 @@ export async function listAll(client: Client, limit = 100): Promise<any[]> {
 export async function findSignal(client: Client, id: string): Promise<any | undefined> {
   return (await listAll(client)).find((s) => s.id === id);
 }
+
+/** Sets an identity's membership status through the real admin route (finding its membership by paging the list). */
+export async function setMembershipStatus(admin: Client, identityId: string, status: 'active' | 'suspended' | 'removed'): Promise<void> {
+  let after: string | null = null;
+  for (let page = 0; page < 1000; page++) {
+    const r: Res = await admin.get(`/org/company/memberships?limit=100${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const m = r.body.data.memberships.find((x: any) => x.identity_id === identityId);
+    if (m) {
+      expectOk(await admin.patch(`/org/company/memberships/${m.id}/status`, { status }));
+      return;
+    }
+    if (!r.body.data.has_more) break;
+    after = r.body.data.cursor;
+  }
+  throw new Error(`no membership for identity ${identityId}`);
+}
