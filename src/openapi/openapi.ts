@@ -16,6 +16,14 @@ const AREA: [RegExp, ErrorCode[]][] = [
   [/^\/(roles|rings|fills|org)\b/, [...withPrefix('ORG_'), 'IDENTITY_NOT_FOUND']],
   [/^\/invite\b/, [...withPrefix('INVITE_'), 'AUTH_ADMIN_REQUIRED', 'POLICY_DENIED']],
   [/^\/(identities|admin\/api-keys)\b/, ['IDENTITY_NOT_FOUND', 'NOT_FOUND']],
+  [/^\/reservations\b/, [...withPrefix('RESERVATION_'), 'POLICY_MEMBERSHIP_REQUIRED']],
+  [/^\/admin\/webhooks\b/, withPrefix('WEBHOOK_')],
+  [/^\/memory\b/, withPrefix('MEMORY_', 'GRAPH_', 'EMBEDDING_')],
+  [/^\/workspace\b/, withPrefix('WORKSPACE_')],
+  [/^\/artifacts\b/, withPrefix('ARTIFACT_')],
+  [/^\/workstreams\b/, withPrefix('WORKSTREAM_')],
+  [/^\/(auth|siwe|auth-request|auth-requests)\b/, withPrefix('SIWE_', 'AUTH_REQUEST_', 'IDENTITY_', 'REGISTRY_')],
+  [/^\/discovery\b/, withPrefix('DISC_')],
   [/^\/health\b/, ['HEALTH_DB_UNREACHABLE']],
   [/^\/(docs|dashboard)\b/, ['NOT_FOUND']],
 ];
@@ -25,10 +33,8 @@ export function routeErrors(r: Route): ErrorCode[] {
   if (r.auth === 'key' || r.auth === 'admin') codes.add('AUTH_KEY_MISSING');
   if (r.auth !== 'public') for (const c of ['AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED'] as const) codes.add(c);
   if (r.auth === 'admin') codes.add('AUTH_ADMIN_REQUIRED');
-  if (r.body) {
-    codes.add('PAYLOAD_TOO_LARGE');
-    if (r.invalid) codes.add(r.invalid);
-  }
+  if (r.body) codes.add('PAYLOAD_TOO_LARGE');
+  if (r.invalid) codes.add(r.invalid);
   if (r.body || r.query || r.path.includes(':')) {
     codes.add('VALIDATION_INVALID_TYPE');
     codes.add('VALIDATION_FIELD_REQUIRED');
