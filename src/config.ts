@@ -237,6 +237,16 @@ const SETTINGS: Setting[] = [
   { name: 'WEBHOOK_TIMEOUT_MS', value: (c) => c.webhookTimeoutMs },
   { name: 'WEBHOOK_MAX_IN_FLIGHT', value: (c) => c.webhookMaxInFlight },
   { name: 'ALLOW_PRIVATE_NETWORK', value: (c) => c.allowPrivateNetwork },
+  { name: 'EMBEDDING_PROVIDER', value: (c) => c.embedding.provider },
+  { name: 'EMBEDDING_DIM', value: (c) => c.embedding.dim },
+  { name: 'EMBEDDING_URL', value: (c) => c.embedding.url ?? null },
+  { name: 'EMBEDDING_MODEL', value: (c) => c.embedding.model },
+  { name: 'EMBEDDING_API_KEY', value: (c) => c.embedding.apiKey ?? null, secret: true },
+  { name: 'EMBEDDING_TIMEOUT_MS', value: (c) => c.embedding.timeoutMs },
+  { name: 'EMBEDDING_BATCH', value: (c) => c.embedding.batch },
+  { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
+  { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
+  { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
 ];
 export const SETTING_NAMES = SETTINGS.map((s) => s.name);
 
