@@ -18,7 +18,7 @@ const LAYERS: Record<string, number> = {
   runtime: 2,
   // services: rules per part of the interface
   identity: 3, auth: 3, audit: 3, journal: 3, org: 3, signals: 3, stats: 3, health: 3, presence: 3, memory: 3, metrics: 3, inspection: 3,
-  workspace: 3, artifacts: 3, workstreams: 3, webhooks: 3, reservations: 3,
+  workspace: 3, artifacts: 3, workstreams: 3, webhooks: 3, reservations: 3, federation: 3,
   // the method table /rpc and MCP share, and the composite workflow calls
   surface: 3,
   // transports
