@@ -10,7 +10,8 @@ import { ulid } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
 import { actorKey, type ActorRecord } from '../../src/runtime/runtime.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { makeProof } from '../../src/federation/proof.js';
+import { Nonces } from '../../src/federation/nonces.js';
+import { makeProof, SKEW_MS } from '../../src/federation/proof.js';
 import { signedPost } from '../helpers/federation.js';
 import { PushSocket } from '../helpers/push.js';
 import { BACKENDS, serversOn, startServer, type Started } from '../helpers/server.js';
@@ -145,6 +146,18 @@ for (const backend of BACKENDS) {
       root = { ...root, client: new Client(svc.url, root.key) };
       worker = { ...worker, client: new Client(svc.url, worker.key) };
       expectError(await call('/federation/deliver', body, trust, { proof: once.proof }), 403, 'FED_REPLAY_DETECTED');
+    });
+
+    it('a remembered nonce is forgotten once its window closed', async () => {
+      const used = await deliver({});
+      expectOk(used);
+      const key = `fed-nonce:${trust.peer_id}:${used.proof.nonce}`;
+      expect(await svc.store.get(key)).toBeDefined();
+      const nonces = new Nonces(svc.store);
+      await nonces.sweep(Date.now());
+      expect(await svc.store.get(key)).toBeDefined();
+      while ((await nonces.sweep(Date.now() + SKEW_MS + 60_000)) > 0);
+      expect(await svc.store.get(key)).toBeUndefined();
     });
 
     it('an expired trust is FED_TRUST_EXPIRED once its timer fired; has_trust stays', async () => {
