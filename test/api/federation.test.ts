@@ -188,6 +188,12 @@ for (const backend of BACKENDS) {
       } finally {
         sock.ws.close();
       }
+      // redeliveries racing each other still make one copy
+      const racedId = ulid();
+      const raced = await Promise.all(Array.from({ length: 6 }, () => deliver({ id: racedId, to_role: 'builders' })));
+      expect(new Set(raced.map((r) => expectOk(r).id)).size).toBe(1);
+      expect((await listAll(worker.client)).filter((s: any) => s.federation?.remote_id === racedId)).toHaveLength(1);
+
       expectError(await deliver({ signal_type: 'alert' }), 403, 'FED_SCOPE_DENIED');
       expectError(await deliver({}, 1), 400, 'FED_HOP_LIMIT');
       expectError(await deliver({ source_org: 'another-org' }), 400, 'FED_HOP_LIMIT');
