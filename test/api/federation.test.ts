@@ -112,6 +112,7 @@ for (const backend of BACKENDS) {
       expectError(await call('/federation/deliver', body, trust, { proofHeader: 'not json' }), 401, 'FED_PROOF_INVALID');
       expectError(await call('/federation/deliver', body, trust, { nonce: 'abcd' }), 401, 'FED_PROOF_INVALID', 'nonce');
       expectError(await call('/federation/deliver', body, trust, { peerId: ulid() }), 403, 'FED_PEER_DENIED');
+      expectError(await call('/federation/deliver', body, trust, { peerId: 'x'.repeat(4000) }), 403, 'FED_PEER_DENIED');
 
       const suspended = await trustWith();
       expectOk(await root.client.patch(`/org/company/peers/${suspended.peer_id}/status`, { status: 'suspended' }));
