@@ -1,6 +1,7 @@
 /**
- * Process faults. (1) On both backends, SIGKILL of the service in the middle of a burst of concurrent emits:
- * after a restart on the same data every emit that was answered 201 is there. (2) Two instances on one Redis,
+ * Process faults. (1) On both backends, SIGKILL of the service in the middle of a burst of concurrent emits and
+ * claim/ack rounds: after a restart on the same data every emit answered 201 and every ack answered 200 is
+ * there, each signal actor's version counts its transitions, and the state indexes agree with the records. (2) Two instances on one Redis,
  * one SIGKILLed while it holds a worker's lease and a watcher's socket: the lease expires on the survivor
  * (its durable timer fires there) and the task is claimed again through it; the watcher reconnects to the
  * survivor from its last cursor and gets every signal sent meanwhile exactly once. (3) Three instances on one
@@ -28,18 +29,24 @@ for (const backend of BACKENDS) {
       await Promise.all(children.map((c) => c.stop('SIGKILL')));
     });
 
-    it('every emit answered before the kill is present after the restart', async () => {
+    it('every emit and ack answered before the kill is present after the restart, and every actor record agrees with its history and state index', async () => {
       const env = await servers.env();
       const first = await spawnServer(env);
       children.push(first);
       const root = await bootstrap(first.url);
       const answered: string[] = [];
+      const acked: string[] = [];
       let stop = false;
       const loop = async (n: number) => {
         for (let i = 0; !stop; i++) {
           try {
-            const r = await root.client.post('/emit', { signal_type: 'pulse', content: `burst ${n}.${i}` });
+            const task = i % 3 === 2;
+            const r = await root.client.post('/emit', { signal_type: task ? 'task' : 'pulse', content: `burst ${n}.${i}` });
             if (r.status === 201) answered.push(r.body.data.id);
+            // a task round moves the signal actor through several versions
+            if (!task || r.status !== 201) continue;
+            const c = await root.client.post('/claim', { signal_id: r.body.data.id });
+            if (c.status === 200 && (await root.client.post('/ack', { signal_id: r.body.data.id, outcome: 'completed' })).status === 200) acked.push(r.body.data.id);
           } catch {
             return; // the connection died with the process: this request has no answer
           }
@@ -55,8 +62,24 @@ for (const backend of BACKENDS) {
       const second = await spawnServer(env);
       children.push(second);
       const after = new Client(second.url, root.key);
-      const present = new Set((await listAll(after)).map((s) => s.id));
+      const signals = await listAll(after);
+      const present = new Map(signals.map((s) => [s.id, s]));
       expect(answered.filter((id) => !present.has(id))).toEqual([]);
+      expect(acked.length).toBeGreaterThan(0);
+      expect(acked.filter((id) => present.get(id)?.delivery_state !== 'acked'), 'answered acks not held').toEqual([]);
+
+      // each record's version counts its transitions and its last transition is its state ...
+      for (const id of [...acked, ...answered.slice(0, 20)]) {
+        const actor = (await after.get(`/admin/actors/signal/${id}`)).body.data;
+        expect(actor.version, JSON.stringify(actor)).toBe(actor.transitions.length);
+        expect(actor.transitions[0].to).toBe(actor.state);
+        expect(actor.state).toBe(present.get(id).delivery_state);
+      }
+      // ... and the state indexes hold every signal once, under the state its record has
+      const counts = (await after.get('/admin/actors')).body.data.counts.signal as Record<string, number>;
+      const byState: Record<string, number> = {};
+      for (const s of signals) byState[s.delivery_state] = (byState[s.delivery_state] ?? 0) + 1;
+      expect(Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0))).toEqual(byState);
     }, 120_000);
   });
 }
