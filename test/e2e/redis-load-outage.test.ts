@@ -19,7 +19,7 @@ import { findSignal, listAll, waitFor } from '../api/support.js';
 const CONNECT_MS = 1000;
 /** scheduling slack on a loaded 2-core machine; an answer that hung on Redis would take far longer */
 const MARGIN_MS = 2500;
-const OUTAGE_MS = 5000;
+const OUTAGE_MS = 6000;
 /** close codes after which a client reconnects and resumes from its last cursor */
 const RESUMABLE = [1011, 4008];
 
@@ -110,11 +110,11 @@ describe('Redis killed under mixed load', () => {
     // timers that come due while Redis is away: two leases and a snooze
     const dueAt: number[] = [];
     for (const id of tasks) {
-      const c = await worker.client.post('/claim', { signal_id: id, lease_ms: 2000 });
+      const c = await worker.client.post('/claim', { signal_id: id, lease_ms: 3000 });
       expect(c.status, JSON.stringify(c.body)).toBe(200);
       dueAt.push(Date.parse(c.body.data.claim_expires_at));
     }
-    const snooze = await sleeper.client.post('/inbox/snooze', { signal_id: note.id, until: new Date(Date.now() + 2000).toISOString() });
+    const snooze = await sleeper.client.post('/inbox/snooze', { signal_id: note.id, until: new Date(Date.now() + 3000).toISOString() });
     expect(snooze.status, JSON.stringify(snooze.body)).toBe(200);
     dueAt.push(Date.parse(snooze.body.data.snoozed_until));
 
