@@ -1,5 +1,5 @@
 /** Hand-crafted federation calls: a body signed with src/federation/proof.ts, and every way to spoil it. */
-import { makeProof, type Proof } from '../../src/federation/proof.js';
+import { makeProof, proofHeaders, type Proof } from '../../src/federation/proof.js';
 import type { Res } from './client.js';
 
 export interface SignOptions {
@@ -26,4 +26,11 @@ export async function signedPost(url: string, path: string, body: unknown, o: Si
   const r = await fetch(url + path, { method: 'POST', headers, body: o.send ?? raw });
   const text = await r.text();
   return { status: r.status, body: text ? JSON.parse(text) : undefined, proof };
+}
+
+/** GETs `path` (query string allowed; the proof covers the path without it and an empty body) with the two federation headers. */
+export async function signedGet(url: string, path: string, o: { peerId: string; secret: string }): Promise<Res> {
+  const r = await fetch(url + path, { headers: proofHeaders(o.peerId, o.secret, 'GET', path.split('?')[0], '', Date.now()) });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : undefined };
 }
