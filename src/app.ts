@@ -118,6 +118,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const jobs = new Jobs(runtime, memories, artifacts, log);
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
+  // one idempotency store: the Idempotency-Key header and a reservation's idempotency_key
+  const idempotency = new Idempotency(store, config.idempotencyTtlMs);
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -147,9 +149,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
-    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
+    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }, idempotency),
   };
-  const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     uploadLimit: config.maxUploadBytes,
