@@ -62,6 +62,7 @@ import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
 import { A2A, a2aRoutes } from './a2a/a2a.js';
 import { methodTable } from './surface/methods.js';
+import { Resources as SurfaceResources } from './surface/resources.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -179,9 +180,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   front.routes(table);
   const methods = methodTable(services);
   serve(rpcRoutes(methods, log));
-  const mcp = new Mcp(methods, log, VERSION);
-  serve(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
+  const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, onEntry) => realtime.watchJournal(p, onEntry) }, log, VERSION);
+  serve(mcpRoutes(mcp));
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);
