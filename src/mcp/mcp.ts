@@ -26,7 +26,7 @@ import { isAppError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
-import type { JournalEntry } from '../journal/journal.js';
+import { accessEndedFor, isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
 
@@ -94,6 +94,8 @@ class Subscriptions {
     this.stop ??= this.watch.watch(p, (e, seen) => {
       // the hub's fan-out must not fail on one session's filter
       try {
+        // the identity was deleted, suspended or removed: it watches nothing more
+        if (accessEnds(e, p.identity.id)) return this.close();
         for (const [u, f] of this.uris) if (f(e, seen)) this.notify(u);
       } catch (err) {
         this.log.warn({ err }, 'mcp subscription filter failed');
@@ -111,6 +113,13 @@ class Subscriptions {
     this.stop?.();
     this.stop = undefined;
   }
+}
+
+/** The identity was deleted, or its membership left `active` (the push channels' rule too). */
+function accessEnds(e: JournalEntry, identityId: string): boolean {
+  if (accessEndedFor(e, identityId)) return true;
+  const m = isSignalEntry(e) || e.type !== 'membership.changed' ? undefined : (e.data as { identity_id?: string; status?: string });
+  return m?.identity_id === identityId && m.status !== 'active';
 }
 
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };

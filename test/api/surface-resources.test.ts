@@ -2,7 +2,7 @@
  * MCP resources and subscriptions, and the reservation tools and RPC methods, through the official MCP SDK
  * client and real HTTP on both backends: resources/list and templates; each resource read as REST answers
  * it, with ACL refusals; subscriptions to svc://inbox/{me} and svc://reservations notified after a REST
- * change, and silent once unsubscribed; svc_reserve_paths / svc_check_reservations / svc_release_paths and
+ * change, silent once unsubscribed or once the identity's membership is suspended; svc_reserve_paths / svc_check_reservations / svc_release_paths and
  * reservations.* over /rpc (grant, conflict, release, force-release) with their refusals.
  */
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Client } from '../helpers/client.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
-import { emitOk, expectOk, waitFor } from './support.js';
+import { emitOk, expectOk, setMembershipStatus, waitFor } from './support.js';
 
 async function connect(url: string, key: string) {
   const client = new McpClient({ name: 'test', version: '1.0.0' });
@@ -163,6 +163,33 @@ for (const backend of BACKENDS) {
       const count = a.updated.length;
       await new Promise((res) => setTimeout(res, 1000));
       expect(a.updated.length).toBe(count);
+    });
+
+    it("a session's subscriptions end when its identity's membership is suspended", async () => {
+      const carol = await join(root.client, 'res-carol');
+      const c = await connect(url, carol.key);
+      const b2 = await connect(url, bob.key);
+      try {
+        const p = project();
+        const uri = `svc://reservations?project=${p}`;
+        await c.client.subscribeResource({ uri });
+        await b2.client.subscribeResource({ uri });
+        let n = 0;
+        await waitFor('both notified', async () => {
+          expectOk(await bob.client.post('/reservations', { project: p, paths: [`warmup-${++n}`] }));
+          await new Promise((res) => setTimeout(res, 300));
+          return c.updated.includes(uri) && b2.updated.includes(uri);
+        }, (ok) => ok, 20_000, 0);
+        await setMembershipStatus(root.client, carol.id, 'suspended');
+        const [cs, bs] = [c.updated.length, b2.updated.length];
+        // bob's session, on the same hub, hears the change; carol's is silent
+        expectOk(await bob.client.post('/reservations', { project: p, paths: ['after-suspension'] }));
+        await waitFor('bob notified', () => b2.updated.length > bs, (ok) => ok, 20_000);
+        await new Promise((res) => setTimeout(res, 500));
+        expect(c.updated.length).toBe(cs);
+      } finally {
+        await Promise.all([c.client.close(), b2.client.close()]);
+      }
     });
 
     it('the reservation tools grant, report conflicts and release as the key identity, with refusals', async () => {
