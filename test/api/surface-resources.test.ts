@@ -165,6 +165,29 @@ for (const backend of BACKENDS) {
       expect(a.updated.length).toBe(count);
     });
 
+    it('a subscribed thread and svc://tasks/mine are notified after a reply and a claim through REST', async () => {
+      const a2 = await connect(url, alice.key);
+      try {
+        const root = await emitOk(bob, { signal_type: 'pulse', content: 'thread root', to_identity: alice.id });
+        const task = await emitOk(bob, { signal_type: 'task', content: 'claim me', to_identity: alice.id });
+        const threadUri = `svc://thread/${root.id}`;
+        await a2.client.subscribeResource({ uri: threadUri });
+        await a2.client.subscribeResource({ uri: 'svc://tasks/mine' });
+        await expect(a2.client.subscribeResource({ uri: 'svc://thread/nope' })).rejects.toMatchObject({ code: -32002 });
+        await waitFor('thread update', async () => {
+          await emitOk(bob, { signal_type: 'pulse', content: 'a reply', parent_id: root.id });
+          await new Promise((res) => setTimeout(res, 300));
+          return a2.updated.includes(threadUri);
+        }, (ok) => ok, 20_000, 0);
+        expect(a2.updated).not.toContain('svc://tasks/mine');
+        expectOk(await alice.client.post('/claim', { signal_id: task.id }));
+        await waitFor('tasks/mine update', () => a2.updated.includes('svc://tasks/mine'), (ok) => ok, 20_000);
+        expect(json(await a2.client.readResource({ uri: 'svc://tasks/mine' })).tasks.map((t: any) => t.signal.id)).toContain(task.id);
+      } finally {
+        await a2.client.close();
+      }
+    });
+
     it("a session's subscriptions end when its identity's membership is suspended", async () => {
       const carol = await join(root.client, 'res-carol');
       const c = await connect(url, carol.key);
