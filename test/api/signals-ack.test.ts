@@ -56,13 +56,12 @@ describe.each(BACKENDS)('acknowledgement tracking on %s', (backend) => {
     expect(a).toMatchObject({ ack_required: true });
     expect(Date.parse(a.ack_due_at)).toBe(Date.parse(a.created_at) + DUE_S * 1000);
     expect(a).not.toHaveProperty('ack_recipients');
-    const b = await emitOk(sender, { signal_type: 'query', content: 'and this one', to_identity: r2.id, ack_required: true, ack_due_in_s: DUE_S });
-    // newer plain signals in r2's inbox: the overdue filter must page past none of them
-    for (let i = 0; i < 25; i++) await emitOk(sender, { signal_type: 'pulse', content: `noise ${i}`, to_identity: r2.id });
-
     const before = (await inbox(r1, 'limit=100')).signals.find((s: any) => s.id === a.id);
     expect(before).toMatchObject({ ack_required: true, ack_due_at: a.ack_due_at, ack_overdue: false });
     expectOk(await r1.client.post('/inbox/acknowledge', { signal_id: a.id }));
+    const b = await emitOk(sender, { signal_type: 'query', content: 'and this one', to_identity: r2.id, ack_required: true, ack_due_in_s: DUE_S });
+    // newer plain signals in r2's inbox: the overdue filter must page past none of them
+    for (let i = 0; i < 25; i++) await emitOk(sender, { signal_type: 'pulse', content: `noise ${i}`, to_identity: r2.id });
 
     await waitFor('both signals overdue in r2 inbox', () => overdueIds(r2), (ids) => ids.length === 2, 20_000);
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(a.ack_due_at));
