@@ -149,4 +149,17 @@ describe.each(BACKENDS)('acknowledgement tracking on %s', (backend) => {
     expectError(await sender.client.post('/emit', { ...base, ack_required: 'yes' }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'ack_required');
     expectError(await r[0].client.get('/inbox/identity/' + r[0].id + '?ack_overdue=maybe'), 400, 'VALIDATION_INVALID_TYPE', 'ack_overdue');
   });
+
+  it('the /rpc emit validates with the same schema and takes the same fields', async () => {
+    const rpc = (params: unknown) => sender.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'signals.emit', params });
+    const base = { signal_type: 'query', content: 'over rpc', to_identity: r[0].id };
+    const res = await rpc({ ...base, ack_required: true, ack_due_in_s: 600 });
+    expect(res.body.result, JSON.stringify(res.body)).toMatchObject({ ack_required: true });
+    expect(Date.parse(res.body.result.ack_due_at)).toBe(Date.parse(res.body.result.created_at) + 600_000);
+    expect(expectOk(await sender.client.get(`/signals/${res.body.result.id}/receipts`)).receipts.map((x: any) => x.identity_id)).toEqual([r[0].id]);
+    const bad = await rpc({ ...base, ack_required: true, ack_due_in_s: 0 });
+    expect(bad.body.error.data.details, JSON.stringify(bad.body)).toMatchObject({ field: 'ack_due_in_s' });
+    const lone = await rpc({ ...base, ack_due_in_s: 60 });
+    expect(lone.body.error.data, JSON.stringify(lone.body)).toMatchObject({ code: 'SIGNAL_EMIT_VALIDATION_FAILED', details: { field: 'ack_due_in_s' } });
+  });
 });
