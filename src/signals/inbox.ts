@@ -3,7 +3,7 @@
  * the broadcast inbox, and the inboxes of the roles it fills and the rings it belongs to. Receipts are
  * per identity and signal; none means unread.
  */
-import { isAckOverdue, newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
+import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import type { SignalContext } from '../../actors/signal.js';
 import { AppError } from '../errors.js';
 import { commaList } from '../validation.js';
@@ -16,7 +16,7 @@ import { scanDesc, type Scanned } from '../store/scan.js';
 import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
-import { RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
+import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import type { Signals } from './service.js';
 
 export type ReceiptState = 'unread' | 'acknowledged' | 'resolved' | 'snoozed';
@@ -144,7 +144,7 @@ export class Inbox {
       items: signals.map((s, i) => {
         const receipt = res.items[i].receipt;
         const view: Signal = signalView(s);
-        const item = { ...view, receipt_state: (receipt?.value ?? 'unread') as ReceiptState, snoozed_until: receipt?.context.snoozed_until ?? null, ...ackOf(receipt) };
+        const item = { ...view, receipt_state: (receipt?.value ?? 'unread') as ReceiptState, snoozed_until: receipt?.context.snoozed_until ?? null, ...ackOf(receipt, res.items[i].taker) };
         if (q.view === 'summary') {
           const { content: _c, payload: _p, ...summary } = item;
           return summary as InboxItem;
@@ -167,14 +167,14 @@ export class Inbox {
 }
 
 /** On an inbox item the acknowledgement fields are the reader's: only a recipient asked at emit owes one. */
-function ackOf(receipt: ActorRecord<ReceiptContext> | undefined) {
+function ackOf(receipt: ActorRecord<ReceiptContext> | undefined, taker: string | undefined) {
   const c = receipt?.context;
-  return { ack_required: c?.ack_required ?? false, ack_due_at: c?.ack_due_at ?? null, ack_overdue: c ? isAckOverdue(c) : false };
+  return { ack_required: c?.ack_required ?? false, ack_due_at: c?.ack_due_at ?? null, ack_overdue: c !== undefined && overdueFor(c, taker) };
 }
 
-function matchesInbox({ signal, receipt }: Row, q: InboxQuery): boolean {
+function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
   const c = signal.context;
-  if (q.ack_overdue !== undefined && (receipt !== undefined && isAckOverdue(receipt.context)) !== q.ack_overdue) return false;
+  if (q.ack_overdue !== undefined && (receipt !== undefined && overdueFor(receipt.context, taker)) !== q.ack_overdue) return false;
   const state: ReceiptState = (receipt?.value as ReceiptState) ?? 'unread';
   const scope = scopeOf(q);
   if (scope && !scopesOf(c).some((s) => scope.has(s))) return false;

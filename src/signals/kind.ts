@@ -1,9 +1,10 @@
 /** The signal actor kind: its machine, the indexes a signal record implies, its timers and its journal. */
-import { acknowledgedAt, owesAck, type ReceiptContext } from '../../actors/inbox-receipt.js';
+import { owesAck, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
 import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
 import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
 import { RECEIPT, receiptId } from './receipt-kind.js';
+import { takersOf } from './routing.js';
 
 export const SIGNAL = 'signal';
 
@@ -57,12 +58,12 @@ export const signalKind: ActorKind<SignalContext> = {
 
 export const ACK_OVERDUE = 'signal.ack_overdue';
 
-/** The recipients whose receipts still owe the acknowledgement; with any_one, one acknowledgement settles it for all. */
+/** The recipients whose receipts still owe the acknowledgement; an any_one signal someone took is owed by nobody. */
 async function overdueRecipients(rt: Runtime, signalId: string): Promise<string[]> {
   const signal = (await rt.load<SignalContext>(SIGNAL, signalId))?.value.context;
   const recipients = signal?.ack_recipients ?? [];
+  if (!signal || (await takersOf(rt.store, [signal]))[0] !== undefined) return [];
   const receipts = await rt.loadMany<ReceiptContext>(RECEIPT, recipients.map((r) => receiptId(r, signalId)));
-  if (signal?.routing_policy === 'any_one' && receipts.some((r) => r && acknowledgedAt(r.context) !== null)) return [];
   return recipients.filter((_, i) => !receipts[i] || owesAck(receipts[i]!.context));
 }
 

@@ -39,3 +39,6 @@ export function receiptView(r: ActorRecord<ReceiptContext> | undefined, identity
   };
 }
 export type Receipt = ReturnType<typeof receiptView>;
+
+/** Overdue as readers are shown it: an any_one signal someone took is owed by nobody. */
+export const overdueFor = (c: ReceiptContext, taker: string | undefined) => taker === undefined && isAckOverdue(c);

@@ -13,9 +13,9 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { idOfThreadMember, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
-import { RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
+import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
-import { reaches, take, type RoutingPolicy } from './routing.js';
+import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
@@ -186,10 +186,12 @@ export class Signals {
     const signal = await this.load(signalId);
     assertInScope(p.key, signal.context);
     if (signal.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a signal or an admin may read its receipts');
+    const [taker] = await takersOf(this.rt.store, [signal.context]);
+    const view = (r: ActorRecord<ReceiptContext>, who: string) => ({ ...receiptView(r, who, signalId), ack_overdue: overdueFor(r.context, taker) });
     return scanDesc<Receipt>(this.rt.store, [receiptIndexes.bySignal(signalId)], {
       before,
       limit,
-      load: async (ids) => (await this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((who) => receiptId(who, signalId)))).map((r, i) => (r ? receiptView(r, ids[i], signalId) : undefined)),
+      load: async (ids) => (await this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((who) => receiptId(who, signalId)))).map((r, i) => (r ? view(r, ids[i]) : undefined)),
       keep: () => true,
     });
   }

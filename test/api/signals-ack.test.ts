@@ -59,6 +59,9 @@ describe.each(BACKENDS)('acknowledgement tracking on %s', (backend) => {
     const before = (await inbox(r1, 'limit=100')).signals.find((s: any) => s.id === a.id);
     expect(before).toMatchObject({ ack_required: true, ack_due_at: a.ack_due_at, ack_overdue: false });
     expectOk(await r1.client.post('/inbox/acknowledge', { signal_id: a.id }));
+    // any_one: the first recipient to acknowledge takes it, and then nobody owes it
+    const c = await emitOk(sender, { signal_type: 'query', content: 'one of you', to_role: 'ackers', routing_policy: 'any_one', ack_required: true, ack_due_in_s: DUE_S });
+    expectOk(await r1.client.post('/inbox/acknowledge', { signal_id: c.id }));
     const b = await emitOk(sender, { signal_type: 'query', content: 'and this one', to_identity: r2.id, ack_required: true, ack_due_in_s: DUE_S });
     // newer plain signals in r2's inbox: the overdue filter must page past none of them
     for (let i = 0; i < 25; i++) await emitOk(sender, { signal_type: 'pulse', content: `noise ${i}`, to_identity: r2.id });
@@ -112,6 +115,12 @@ describe.each(BACKENDS)('acknowledgement tracking on %s', (backend) => {
     expect(hook.verified).toBe(true);
     expect(hook.body.data).toMatchObject({ signal_id: a.id, overdue_recipients: [r2.id, r3.id].sort() });
 
+    // the any_one signal's due checks ran (no timers left) and found nobody owing it
+    const timersOf = async (kind: string, id: string) => expectOk(await root.client.get(`/admin/actors/${kind}/${encodeURIComponent(id)}`)).timers;
+    await waitFor('the any_one due checks', async () => [await timersOf('signal', c.id), await timersOf('receipt', `${r2.id}:${c.id}`)], ([x, y]) => !x.length && !y.length, 20_000);
+    expect(expectOk(await sender.client.get(`/signals/${c.id}/receipts`)).receipts.map((x: any) => x.ack_overdue)).toEqual([false, false, false]);
+    expect(await overdueIds(r2)).not.toContain(c.id);
+
     // a late acknowledgement clears what r3 owes; nothing is reported again
     expectOk(await r3.client.post('/inbox/acknowledge', { signal_id: a.id }));
     expect(await overdueIds(r3)).toEqual([]);
@@ -123,6 +132,7 @@ describe.each(BACKENDS)('acknowledgement tracking on %s', (backend) => {
     await socket.waitSignals([marker.id], 20_000);
     expect(overdueFrames(a.id)).toHaveLength(1);
     expect(overdueFrames(b.id)).toHaveLength(1);
+    expect(overdueFrames(c.id)).toHaveLength(0);
     expect(overdueHooks(a.id)).toHaveLength(1);
   });
 

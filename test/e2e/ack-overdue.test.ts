@@ -77,7 +77,7 @@ describe('signal.ack_overdue across a restart (embedded)', () => {
     const again = await reportsIn(third.url, sender, () => emitOk(new Client(third.url, root.key), { signal_type: 'pulse', content: 'marker 2', to_identity: sender.id }).then((x) => x.id as string));
     expect(again.get(s.id)).toHaveLength(1);
     expect(hooksOf(rx, s.id)).toHaveLength(1);
-  });
+  }, 240_000);
 });
 
 describe('signal.ack_overdue on two instances sharing one Redis', () => {
@@ -109,5 +109,5 @@ describe('signal.ack_overdue on two instances sharing one Redis', () => {
       expect(onBSeen.get(id), id).toHaveLength(1);
       expect(hooksOf(rx, id), id).toHaveLength(1);
     }
-  });
+  }, 240_000);
 });
