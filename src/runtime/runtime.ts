@@ -55,6 +55,11 @@ export interface ActorKind<C = any> {
   committed?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): void | Promise<void>;
   /** context fields no read shows, operators' inspection included (a peer's shared secret) */
   hidden?: string[];
+  /**
+   * Fields a timer event carries that live outside the actor (other actors' state), read just before the event
+   * is sent, so the machine stays pure and its transition records what it was told (a signal's due check).
+   */
+  timerEvent?(id: string, event: string, rt: Runtime): Promise<Record<string, unknown>>;
 }
 
 export interface Committed<C> {
@@ -276,7 +281,8 @@ export class Runtime {
         due.map(async (t) => {
           const [kind, id, type] = JSON.parse(t.key) as [string, string, string];
           try {
-            await this.send(kind, id, { type }, { quiet: true });
+            const fields = (await this.kind(kind).timerEvent?.(id, type, this)) ?? {};
+            await this.send(kind, id, { ...fields, type }, { quiet: true });
             await this.store.releaseTimer(t);
             fired++;
           } catch (e) {

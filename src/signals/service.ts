@@ -5,14 +5,17 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
-import { keys as identityKeys, type Principal } from '../identity/model.js';
+import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
+import { membershipIndexes } from '../org/memberships.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { idOfThreadMember, inboundKey, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
+import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
-import { reaches, take, type RoutingPolicy } from './routing.js';
+import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
@@ -34,7 +37,12 @@ export interface EmitBody {
   payload?: Record<string, unknown>;
   resources?: unknown[];
   attachments?: unknown[];
+  ack_required?: boolean;
+  ack_due_in_s?: number;
 }
+
+/** An acknowledgement-required signal makes a receipt per recipient in its emit commit: this many at most. */
+export const ACK_MAX_RECIPIENTS = 1000;
 
 export interface ListFilter {
   types?: string[];
@@ -84,6 +92,8 @@ export class Signals {
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
     if (!CANONICAL_TYPES.includes(body.signal_type) && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
+    if (body.ack_due_in_s !== undefined && body.ack_required !== true)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
     return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation: null }));
   }
@@ -118,6 +128,7 @@ export class Signals {
     existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
   ): Promise<ActorRecord<SignalContext>> {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
+    const recipients = body.ack_required ? await this.ackRecipients(body, route, from) : undefined;
     const id = newId();
     const root = await this.threadRoot(id, body.parent_id);
     // replies to one thread queue per thread in this process: only another process can move the counter under us
@@ -159,11 +170,65 @@ export class Signals {
         federation: extra.federation,
         created_at: t,
         updated_at: t,
+        ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
       };
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec)] };
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context)] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
+  }
+
+  /**
+   * The identities an acknowledgement is asked of: everyone the signal reaches at emit (the direct identity,
+   * the role's fillers, the ring's members, or every active member for a broadcast, narrowed by
+   * target_capabilities like the inbox), except the sender. Later fillers or members see it but owe nothing.
+   */
+  private async ackRecipients(body: EmitBody, route: { role_id: string | null; ring_id: string | null }, sender: string): Promise<string[]> {
+    const broadcast = !body.to_identity && !route.role_id && !route.ring_id;
+    const [fillers, ring, members] = await Promise.all([
+      route.role_id ? this.org.fillersOf(route.role_id) : [],
+      route.ring_id ? this.org.ring(route.ring_id) : undefined,
+      broadcast ? readAll(this.rt.store, membershipIndexes.byStatus('active')) : [],
+    ]);
+    const group = [...fillers, ...(ring?.members ?? []), ...members.map((m) => m.slice(m.indexOf('|') + 1))];
+    const caps = body.target_capabilities ?? [];
+    const ids = [...new Set(group)].filter((x) => x !== sender);
+    const reached = caps.length ? await this.withCapabilities(ids, caps) : ids;
+    const out = [...new Set([...(body.to_identity && body.to_identity !== sender ? [body.to_identity] : []), ...reached])].sort();
+    if (out.length > ACK_MAX_RECIPIENTS)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `ack_required reaches ${out.length} recipients; at most ${ACK_MAX_RECIPIENTS} may be asked`, { field: 'ack_required' });
+    return out;
+  }
+
+  private async withCapabilities(ids: string[], caps: string[]): Promise<string[]> {
+    const rows = await this.rt.store.getMany<Identity>(ids.map(identityKeys.identity));
+    return ids.filter((_, i) => rows[i] && caps.every((c) => rows[i]!.value.capabilities.includes(c)));
+  }
+
+  private ackTerms(recipients: string[], dueInS: number | undefined, at: number): Partial<SignalContext> {
+    return { ack_required: true, ack_due_at: dueInS === undefined ? null : iso(at + dueInS * 1000), ack_recipients: recipients, ack_checked_at: null, ack_overdue: [] };
+  }
+
+  /** One receipt per recipient, in the emit commit: each carries the due time and its own overdue timer. */
+  private receiptOps(c: SignalContext): Op[] {
+    if (!c.ack_required) return [];
+    const terms = { ack_due_at: c.ack_due_at ?? null, inbox_member: inboxMember(c) };
+    return (c.ack_recipients ?? []).flatMap((who) => this.rt.createOps<ReceiptContext>(RECEIPT, receiptId(who, c.id), newReceipt(who, c.id, Date.parse(c.created_at), terms)));
+  }
+
+  /** Each receipt of a signal (every recipient of an acknowledgement-required one); only its sender or an admin may read them. */
+  async receipts(p: Principal, signalId: string, before: string | undefined, limit: number): Promise<Scanned<Receipt>> {
+    const signal = await this.load(signalId);
+    assertInScope(p.key, signal.context);
+    if (signal.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a signal or an admin may read its receipts');
+    const [taker] = await takersOf(this.rt.store, [signal.context]);
+    const view = (r: ActorRecord<ReceiptContext>, who: string) => ({ ...receiptView(r, who, signalId), ack_overdue: overdueFor(r.context, taker) });
+    return scanDesc<Receipt>(this.rt.store, [receiptIndexes.bySignal(signalId)], {
+      before,
+      limit,
+      load: async (ids) => (await this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((who) => receiptId(who, signalId)))).map((r, i) => (r ? view(r, ids[i]) : undefined)),
+      keep: () => true,
+    });
   }
 
   /**
