@@ -73,7 +73,7 @@ const backends: Backend[] = [
     name: 'redis',
     async fresh() {
       if (!redis) throw new Error('redis-server was not started');
-      const opts = { url: redis.url, prefix: 'test', namespace: `${RUN}-${++nsCounter}` };
+      const opts = { target: { url: redis.url }, prefix: 'test', namespace: `${RUN}-${++nsCounter}` };
       const h: Handle = {
         store: track(await openRedisStore(opts)),
         async reopen() {
