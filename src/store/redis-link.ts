@@ -65,8 +65,11 @@ export interface RedisLink {
 const reconnectStrategy = (n: number) => Math.min(50 * 2 ** n, 2000);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Redis replies that mean "not serving now" rather than "this command is wrong". */
-const UNAVAILABLE_REPLY = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY)\b/;
+/**
+ * Redis replies that mean "not serving now" rather than "this command is wrong"; none ran the command. MOVED
+ * and ASK reach us only when node-redis's own redirects ran out in a topology still settling (a failover).
+ */
+const UNAVAILABLE_REPLY = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
 
 const connectFailed = () => new AppError('DB_CONNECT_FAILED', 'Redis is unreachable', { backend: 'redis' });
 const queryTimeout = () => new AppError('DB_QUERY_TIMEOUT', 'Redis did not answer in time', { backend: 'redis' });
@@ -83,10 +86,15 @@ export function storeError(e: unknown): unknown {
   return e;
 }
 
-/** Errors raised before the command reached Redis, or refusals Redis gives before running it: safe to send again. */
+/**
+ * Errors raised before the command reached Redis, or refusals Redis gives before running it: safe to send
+ * again on a cluster. A node's connection is dropped with its commands (DisconnectsClientError) when node-redis
+ * finds the node is no longer a master, i.e. when it could not have run them (a manual failover pauses its
+ * writes, then it answers MOVED), or when the link replaced its connection after they had timed out.
+ */
 function notSent(e: unknown): boolean {
   if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message);
-  if (e instanceof ClientOfflineError || e instanceof ClientClosedError || e instanceof RootNodesUnavailableError || e instanceof ConnectionTimeoutError) return true;
+  if (e instanceof DisconnectsClientError || e instanceof ClientOfflineError || e instanceof ClientClosedError || e instanceof RootNodesUnavailableError || e instanceof ConnectionTimeoutError) return true;
   return (e as NodeJS.ErrnoException)?.code === 'ECONNREFUSED';
 }
 
@@ -101,10 +109,10 @@ function within<T>(p: Promise<T>, ms: number, onTimeout: () => unknown): Promise
   ]).finally(() => clearTimeout(timer));
 }
 
-/** close() waits for replies still owed; a server that is down owes none it will ever send. */
-async function shut(c: { close(): Promise<unknown>; destroy(): void } | undefined): Promise<void> {
+/** close() waits for replies still owed (up to `graceMs`); a server that is down owes none it will ever send. */
+async function shut(c: { close(): Promise<unknown>; destroy(): void } | undefined, graceMs = 1000): Promise<void> {
   if (!c) return;
-  await Promise.race([c.close().catch(() => {}), sleep(1000)]);
+  await Promise.race([c.close().catch(() => {}), sleep(graceMs)]);
   try {
     c.destroy();
   } catch {
@@ -185,13 +193,22 @@ class Guard {
     });
   }
 
-  /** Attempts until one is answered, one fails after it was sent, or `connectMs` has passed; `recover` runs between attempts. */
+  /** the connection was replaced: what the old one still owes no longer holds new operations back */
+  reset(): void {
+    this.inflight.clear();
+  }
+
+  /**
+   * Attempts until one is answered, one fails after it was sent, or `connectMs` has passed; `recover` (a
+   * cluster's fresh connection) runs between attempts, and after a timeout for the operations that follow.
+   */
   async run<T>(send: (signal: AbortSignal) => Promise<T>, recover?: () => Promise<void>): Promise<T> {
     const giveUpAt = Date.now() + this.connectMs;
     for (;;) {
       try {
         return await this.once(send);
       } catch (e) {
+        if (recover && e instanceof AppError && e.code === 'DB_QUERY_TIMEOUT') void recover().catch(() => {});
         if (!recover || !notSent(e) || Date.now() >= giveUpAt) throw storeError(e);
         await recover().catch(() => {});
         await sleep(Math.min(100, Math.max(0, giveUpAt - Date.now())));
@@ -270,12 +287,37 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
   };
   let cluster = await connect();
   let closed = false;
-  const guard = new Guard(() => cluster.isOpen, connectTimeout, o.queryTimeoutMs ?? 5000);
+  const queryTimeout = o.queryTimeoutMs ?? 5000;
+  const guard = new Guard(() => cluster.isOpen, connectTimeout, queryTimeout);
+  // guard.reset() below: a replaced connection's overdue replies no longer hold new operations back
+  /** operations under way per connection: a replaced one is closed once none is left (closing clears its slot table) */
+  const users = new Map<Cluster, { n: number; idle?: () => void }>();
+  const using = async <T>(use: (c: Cluster) => Promise<T>): Promise<T> => {
+    const c = cluster;
+    const u = users.get(c) ?? { n: 0 };
+    users.set(c, u);
+    u.n++;
+    try {
+      return await use(c);
+    } finally {
+      if (--u.n === 0) {
+        users.delete(c);
+        u.idle?.();
+      }
+    }
+  };
+  const retire = async (old: Cluster) => {
+    const u = users.get(old);
+    // ... or until their callers have timed out anyway
+    if (u) await Promise.race([new Promise<void>((r) => (u.idle = r)), sleep(queryTimeout)]);
+    await shut(old);
+  };
   const refresh = singleFlight(async () => {
     const next = await connect();
     const old = cluster;
     cluster = next;
-    void shut(old);
+    guard.reset();
+    void retire(old);
   });
 
   const listeners = new Map<string, (msg: string) => void>();
@@ -312,13 +354,13 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
   }
 
   const run = <T>(send: (c: Commands) => Promise<T>) =>
-    guard.run((signal) => send(cluster.withCommandOptions({ abortSignal: signal }) as unknown as Commands), refresh);
+    guard.run((signal) => using((c) => send(c.withCommandOptions({ abortSignal: signal }) as unknown as Commands)), refresh);
   return {
     cluster: true,
     run,
     script: (src, keys, args) => run((c) => evalScript(c, src, keys, args)),
     async ping(key) {
-      await guard.run((signal) => cluster.sendCommand(key, true, ['PING'], { abortSignal: signal }), refresh);
+      await guard.run((signal) => using((c) => c.sendCommand(key, true, ['PING'], { abortSignal: signal })), refresh);
     },
     async subscribe(channel, listener) {
       listeners.set(channel, listener);
@@ -327,7 +369,7 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
     },
     async close() {
       closed = true;
-      await Promise.all([shut(sub), shut(cluster)]);
+      await Promise.all([shut(sub), shut(cluster), ...[...users.keys()].filter((c) => c !== cluster).map((c) => shut(c))]);
     },
   };
 }
