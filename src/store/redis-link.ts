@@ -289,7 +289,6 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
   let closed = false;
   const queryTimeout = o.queryTimeoutMs ?? 5000;
   const guard = new Guard(() => cluster.isOpen, connectTimeout, queryTimeout);
-  // guard.reset() below: a replaced connection's overdue replies no longer hold new operations back
   /** operations under way per connection: a replaced one is closed once none is left (closing clears its slot table) */
   const users = new Map<Cluster, { n: number; idle?: () => void }>();
   const using = async <T>(use: (c: Cluster) => Promise<T>): Promise<T> => {
@@ -308,7 +307,7 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
   };
   const retire = async (old: Cluster) => {
     const u = users.get(old);
-    // ... or until their callers have timed out anyway
+    // (or until their callers have timed out anyway)
     if (u) await Promise.race([new Promise<void>((r) => (u.idle = r)), sleep(queryTimeout)]);
     await shut(old);
   };
@@ -316,7 +315,7 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
     const next = await connect();
     const old = cluster;
     cluster = next;
-    guard.reset();
+    guard.reset(); // the old connection's overdue replies no longer hold new operations back
     void retire(old);
   });
 
@@ -325,8 +324,17 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
   /** a fresh subscriber with every listener; retried until it stands while the link is open */
   const resubscribe = singleFlight(async () => {
     const next = await connect(true);
-    next.on('node-error', () => void resubscribe().catch(() => {}));
-    for (const [channel, fn] of listeners) await next.subscribe(channel, fn);
+    // its one node may be the dead master the seeds still name: bounded like a connect
+    const subscribed = (async () => {
+      for (const [channel, fn] of listeners) await next.subscribe(channel, fn);
+    })();
+    await within(subscribed, connectTimeout, () => {
+      next.destroy();
+      return new RootNodesUnavailableError();
+    });
+    next.on('node-error', () => {
+      if (sub === next) void resubscribe().catch(() => {});
+    });
     const old = sub;
     sub = next;
     void shut(old);
