@@ -9,6 +9,16 @@ import { refuse, refuseAction } from './refuse.js';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
+/** How a signal crossed to or from a peer organization (docs/federation.md). */
+export interface SignalFederation {
+  /** the trust's peer id (one id names the relationship on both sides) */
+  peer_id: string;
+  /** the other org's id of the same signal: on an inbound copy, the origin's id */
+  remote_id: string | null;
+  direction: 'inbound' | 'outbound';
+  hops: number;
+}
+
 export interface SignalContext {
   id: string;
   signal_type: string;
@@ -40,6 +50,9 @@ export interface SignalContext {
   protocol_version: 'svc/1.0';
   delivery_count: number;
   max_attempts: number;
+  /** the peer id an inbound copy came from; null for a signal emitted here */
+  source_org: string | null;
+  federation: SignalFederation | null;
   created_at: string;
   updated_at: string;
 }

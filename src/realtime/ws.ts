@@ -83,7 +83,7 @@ class Connection implements Subscriber {
     const wanted = this.audience.wants(e);
     // a membership that ended closes the socket even when its filters would not show the entry
     if (!wanted && endsMembership(e, this.audience.principal.identity.id)) {
-      if (!this.closed) this.fatal(CLOSE.unauthorized, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
+      if (!this.closed) this.fatal(CLOSE.forbidden, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
       return false;
     }
     return wanted;
@@ -96,7 +96,7 @@ class Connection implements Subscriber {
     if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
     this.sentSeq = seq;
     if (endsMembership(e, this.audience.principal.identity.id)) {
-      this.fatal(CLOSE.unauthorized, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
+      this.fatal(CLOSE.forbidden, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
       return 'gone';
     }
     this.rt.deliverer.consider(e, this.audience);
@@ -199,7 +199,8 @@ class Connection implements Subscriber {
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
     } catch (e) {
-      if (isAppError(e) && (e.code.startsWith('AUTH_KEY_') || e.code === 'POLICY_MEMBERSHIP_REQUIRED')) return this.fatal(CLOSE.unauthorized, e);
+      if (isAppError(e) && e.code.startsWith('AUTH_KEY_')) return this.fatal(CLOSE.unauthorized, e);
+      if (isAppError(e) && e.code === 'POLICY_MEMBERSHIP_REQUIRED') return this.fatal(CLOSE.forbidden, e);
       this.error(id, e);
     }
   }

@@ -74,10 +74,10 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     expect(expectOk(await root.client.get('/org/company')).member_counts).toMatchObject({ total: 3, active: 2, suspended: 1 });
 
     // open connections end
-    expect(await socket.closed()).toMatchObject({ code: 4401 });
+    expect(await socket.closed()).toMatchObject({ code: 4403 });
     await until('the stream ended and its reconnect refused', () => stream.es.readyState === 2);
     expect(stream.events.some((e) => e.type === 'membership.changed' && e.signal.status === 'suspended')).toBe(true);
-    expect(await filteredSocket.closed()).toMatchObject({ code: 4401 });
+    expect(await filteredSocket.closed()).toMatchObject({ code: 4403 });
     await until('the filtered stream ended', () => filtered.es.readyState === 2);
     // new requests, sockets and streams are refused
     expectError(await bob.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
