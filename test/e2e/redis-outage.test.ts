@@ -143,7 +143,7 @@ describe('requests while Redis is away', () => {
   });
 
   it('a commit that timed out is applied whole or not at all, and never retried', async () => {
-    const store: Store = await openRedisStore({ url: redis.url, prefix: 'atomic' + randomBytes(4).toString('hex'), connectTimeoutMs: CONNECT_MS, queryTimeoutMs: QUERY_MS });
+    const store: Store = await openRedisStore({ target: { url: redis.url }, prefix: 'atomic' + randomBytes(4).toString('hex'), connectTimeoutMs: CONNECT_MS, queryTimeoutMs: QUERY_MS });
     const commit = (n: string) =>
       store.commit([
         { op: 'put', key: `rec:${n}`, value: { n }, expect: 0 },
