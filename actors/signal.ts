@@ -9,6 +9,17 @@ import { refuse, refuseAction } from './refuse.js';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
+/** How a signal crossed to or from a peer organization (absent on a local signal). */
+export interface SignalFederation {
+  peer_id: string;
+  /** the other side's id of this signal: the peer's copy (outbound, once delivered) or the origin's signal (inbound) */
+  remote_id: string | null;
+  direction: 'inbound' | 'outbound';
+  hops: number;
+  /** FED_DELIVERY_FAILED once the outbound delivery ran out of its retry budget */
+  error?: string | null;
+}
+
 export interface SignalContext {
   id: string;
   signal_type: string;
@@ -20,6 +31,9 @@ export interface SignalContext {
   to_role: string | null;
   to_identity: string | null;
   to_ring: string | null;
+  /** a peer organization the targets are in (an outbound federated signal) */
+  to_peer?: string | null;
+  federation?: SignalFederation | null;
   parent_id: string | null;
   /** the root of the thread (its own id for a root) */
   thread_id: string;
@@ -49,7 +63,9 @@ export type SignalEvent =
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number }
   | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed' }
   | { type: 'LEASE_EXPIRED'; now: number }
-  | { type: 'CANCEL'; now: number };
+  | { type: 'CANCEL'; now: number }
+  | { type: 'FED_DELIVERED'; now: number; remote_id: string }
+  | { type: 'FED_FAILED'; now: number; error: string };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
@@ -89,6 +105,14 @@ export const signalMachine = setup({
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
     cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
+    federated: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'FED_DELIVERED' }>;
+      return { federation: { ...context.federation!, remote_id: e.remote_id, error: null }, updated_at: iso(e.now) };
+    }),
+    federationFailed: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'FED_FAILED' }>;
+      return { federation: { ...context.federation!, error: e.error }, updated_at: iso(e.now) };
+    }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -106,12 +130,19 @@ export const signalMachine = setup({
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
     leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
+    outbound: ({ context }) => context.federation?.direction === 'outbound',
+    federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
   },
 }).createMachine({
   id: 'signal',
   initial: 'pending',
   context: {} as SignalContext,
+  // the outcome of an outbound federation delivery is recorded whatever the signal's own state
+  on: {
+    FED_DELIVERED: { guard: 'outbound', actions: 'federated' },
+    FED_FAILED: { guard: 'federatedSignal', actions: 'federationFailed' },
+  },
   states: {
     pending: {
       on: {

@@ -57,6 +57,7 @@ import { Dispatcher } from './webhooks/dispatcher.js';
 import { JOURNAL_LOG } from './journal/journal.js';
 import { deliveryKind } from './webhooks/model.js';
 import { Sender } from './webhooks/sender.js';
+import { FederationOut } from './federation/outbound.js';
 import { Webhooks } from './webhooks/service.js';
 import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
@@ -91,6 +92,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const sender = new Sender(runtime, config, log);
   runtime.register(deliveryKind((id) => sender.enqueue(id)));
   const dispatcher = new Dispatcher(runtime, config, log);
+  const federationOut = new FederationOut(runtime, config, log);
+  runtime.register(federationOut.kind());
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
@@ -100,7 +103,12 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
-  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace));
+  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace), {
+    outboundPeer: (peerId, type) => federationOut.outboundPeer(peerId, type),
+    deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),
+    deliverBody: (c) => FederationOut.deliverBody(c),
+    forwardClaim: (c, agent) => federationOut.forwardClaim(c, agent),
+  });
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
@@ -147,6 +155,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
+    federationOut,
     reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
   };
   const idempotency = new Idempotency(store);
@@ -207,6 +216,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await mcp.close();
       presence.stop();
       sender.stop();
+      federationOut.stop();
       await dispatcher.stop();
       await realtime.stop();
       memories.stopSweeper();

@@ -22,7 +22,7 @@ const ClawType = compile(Type.Object({ claw_type: Type.Union([Type.Literal('cent
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const orgInvalid = 'ORG_VALIDATION_FAILED' as const;
 
-export const orgCompanyRoutes = ({ company, peers, discovery, memberships }: Services): Route<Principal>[] => [
+export const orgCompanyRoutes = ({ company, peers, discovery, memberships, federationOut }: Services): Route<Principal>[] => [
   { method: 'get', path: '/org/company', auth: 'key', handler: async () => ({ data: await company.get() }) },
   {
     method: 'get',
@@ -40,6 +40,6 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships }: Ser
   { method: 'del', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.remove(r.params.id) }) },
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', handler: async (r) => ({ status: 202, data: await peers.establish(r.params.id, r.principal.identity.id) }) },
-  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
+  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await federationOut.withDeliveries(await peers.list(r.query.status)) }) },
   { method: 'get', path: '/discovery', auth: 'key', handler: async (r) => ({ data: await discovery.directory(r.principal, r.query) }) },
 ];

@@ -1,7 +1,7 @@
 /** The signal actor kind: its machine, the indexes a signal record implies, its timers and its journal. */
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
 import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
-import { JOURNAL_LOG, type SignalEntry } from '../journal/journal.js';
+import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
 
 export const SIGNAL = 'signal';
 
@@ -24,6 +24,8 @@ export const signalIndexes = {
 };
 
 export function inboxesOf(c: SignalContext): string[] {
+  // a signal emitted to a peer's role, ring or identity lands in no inbox here
+  if (c.to_peer) return [];
   const out: string[] = [];
   if (c.to_role_id) out.push(signalIndexes.roleInbox(c.to_role_id));
   if (c.to_ring_id) out.push(signalIndexes.ringInbox(c.to_ring_id));
@@ -45,7 +47,7 @@ export const signalKind: ActorKind<SignalContext> = {
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
   ],
   timers: (r) => signalTimers(r.value, r.context),
-  journal: (r, prev) => ({ log: JOURNAL_LOG, entry: signalEntry(r, prev) }),
+  journal: (r, prev) => [signalEntry(r, prev), ...federationEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry })),
 };
 
 /** The Signal as the interface shows it: the machine's context plus its state as delivery_state. */
@@ -58,4 +60,24 @@ export type Signal = ReturnType<typeof signalView>;
 export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): SignalEntry {
   const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
   return prev ? { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value } : { type: 'signal', signal: signalView(r), route };
+}
+
+export const FEDERATION_EVENTS = ['federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed'] as const;
+
+/**
+ * The federation events a federated signal's change stands for, journaled in the same commit: delivered (the
+ * peer answered with its copy's id), failed (the retry budget ran out), claimed and completed (on either org).
+ */
+export function federationEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
+  const f = r.context.federation;
+  if (!f || !prev) return [];
+  const was = prev.context.federation;
+  const types: (typeof FEDERATION_EVENTS)[number][] = [];
+  if (f.remote_id && !was?.remote_id && f.direction === 'outbound') types.push('federation.delivered');
+  if (f.error && !was?.error) types.push('federation.failed');
+  if (r.value === 'leased' && prev.value !== 'leased') types.push('federation.claimed');
+  if (r.value === 'acked' && prev.value !== 'acked' && r.context.task_status === 'completed') types.push('federation.completed');
+  const c = r.context;
+  const audience = { identities: [c.from_identity, ...(c.claimed_by ? [c.claimed_by] : [])], roles: c.to_role_id ? [c.to_role_id] : [], rings: c.to_ring_id ? [c.to_ring_id] : [] };
+  return types.map((type) => ({ type, subject: 'signal', data: signalView(r), audience }));
 }
