@@ -9,14 +9,15 @@ import { refuse, refuseAction } from './refuse.js';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
-/** How a signal crossed to or from a peer organization (absent on a local signal). */
+/** How a signal crossed to or from a peer organization (docs/federation.md). */
 export interface SignalFederation {
+  /** the trust's peer id (one id names the relationship on both sides) */
   peer_id: string;
-  /** the other side's id of this signal: the peer's copy (outbound, once delivered) or the origin's signal (inbound) */
+  /** the other org's id of the same signal: on an inbound copy, the origin's id */
   remote_id: string | null;
   direction: 'inbound' | 'outbound';
   hops: number;
-  /** FED_DELIVERY_FAILED once the outbound delivery ran out of its retry budget */
+  /** FED_DELIVERY_FAILED once a call to the peer (deliver, ack, cancel) ran out of its retry budget */
   error?: string | null;
 }
 
@@ -33,7 +34,6 @@ export interface SignalContext {
   to_ring: string | null;
   /** a peer organization the targets are in (an outbound federated signal) */
   to_peer?: string | null;
-  federation?: SignalFederation | null;
   parent_id: string | null;
   /** the root of the thread (its own id for a root) */
   thread_id: string;
@@ -54,6 +54,9 @@ export interface SignalContext {
   protocol_version: 'svc/1.0';
   delivery_count: number;
   max_attempts: number;
+  /** the peer id an inbound copy came from; null for a signal emitted here */
+  source_org: string | null;
+  federation: SignalFederation | null;
   created_at: string;
   updated_at: string;
 }

@@ -10,6 +10,9 @@ import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
+import { Inbound } from './federation/inbound.js';
+import { Nonces } from './federation/nonces.js';
+import { Trust } from './federation/trust.js';
 import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { openEmbedder } from './embedding/provider.js';
@@ -126,6 +129,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const jobs = new Jobs(runtime, memories, artifacts, log);
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
+  const trust = new Trust(peers);
+  const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs);
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -157,6 +162,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
     federationOut,
     reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
+    trust,
+    inbound,
   };
   const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
@@ -171,6 +178,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       noteIdentity(p.identity.id);
       return p;
     },
+    verifyProof: (call) => inbound.verify(call),
     answered: (a) => {
       metrics.request(a);
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');

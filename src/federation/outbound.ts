@@ -5,7 +5,7 @@
  * the task's origin (the origin decides who holds a federated task).
  */
 import { federationDeliveryMachine, federationDeliveryTimers, newFederationDelivery, type FederationCall, type FederationDeliveryContext } from '../../actors/federation-delivery.js';
-import type { PeerContext } from '../../actors/peer.js';
+import { trustExpired, type PeerContext } from '../../actors/peer.js';
 import type { SignalContext } from '../../actors/signal.js';
 import { now } from '../clock.js';
 import type { Config } from '../config.js';
@@ -38,7 +38,7 @@ export interface PeerDeliveryStats {
 }
 
 /** A peer's shared secret, once trust is established (the peer actor holds it). */
-const secretOf = (c: PeerContext): string | undefined => (c as PeerContext & { shared_secret?: string | null }).shared_secret ?? undefined;
+const secretOf = (c: PeerContext): string | undefined => (c.has_trust && c.shared_secret) || undefined;
 
 /** Status codes a later attempt may get past: the peer is away, overloaded, or has not seen the signal yet. */
 const retryable = (status: number) => status === 404 || status === 408 || status === 429 || status >= 500;
@@ -87,7 +87,7 @@ export class FederationOut {
     if (!r || r.value !== 'active') throw new AppError('FED_PEER_DENIED', r ? `Peer ${peerId} is ${r.value}` : `No peer ${peerId}`, { field: 'to_peer' });
     const c = r.context;
     if (!c.has_trust || !secretOf(c)) throw new AppError('FED_TRUST_NOT_ESTABLISHED', undefined, { field: 'to_peer' });
-    if (c.expires_at && Date.parse(c.expires_at) <= now()) throw new AppError('FED_TRUST_EXPIRED', undefined, { field: 'to_peer' });
+    if (trustExpired(c, now())) throw new AppError('FED_TRUST_EXPIRED', undefined, { field: 'to_peer' });
     if (!c.allowed_scopes.includes(signalType)) throw new AppError('FED_SCOPE_DENIED', `${signalType} is not in the peer's allowed_scopes`, { field: 'signal_type' });
     return c;
   }
@@ -113,8 +113,8 @@ export class FederationOut {
 
   /** The body of `/federation/deliver`: the origin's signal, not yet across any hop. */
   static deliverBody(c: SignalContext): Record<string, unknown> {
-    const { id, signal_type, content, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id } = c;
-    return { signal: { id, signal_type, content, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id }, hops: 0 };
+    const { id, signal_type, content, from_identity, from_role, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id } = c;
+    return { signal: { id, signal_type, content, from_identity, from_role, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id }, hops: 0 };
   }
 
   /**

@@ -53,6 +53,8 @@ export interface ActorKind<C = any> {
    * a pure machine cannot run (an HTTP POST) start here, after the state saying they should is durable.
    */
   committed?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): void | Promise<void>;
+  /** context fields no read shows, operators' inspection included (a peer's shared secret) */
+  hidden?: string[];
 }
 
 export interface Committed<C> {
@@ -125,6 +127,13 @@ export class Runtime {
   /** The durable timers a record implies: by construction exactly the ones its commits left in the store. */
   timersOf(kind: string, rec: ActorRecord): { event: string; at: number }[] {
     return this.kind(kind).timers(rec);
+  }
+
+  /** The record's context less the kind's hidden fields: what inspection may show. */
+  shownContext(kind: string, rec: ActorRecord): unknown {
+    const hidden = this.kind(kind).hidden;
+    if (!hidden?.length || !rec.context || typeof rec.context !== 'object') return rec.context;
+    return Object.fromEntries(Object.entries(rec.context).filter(([k]) => !hidden.includes(k)));
   }
 
   onTransition(fn: TransitionListener): void {

@@ -34,6 +34,9 @@ export function inboxesOf(c: SignalContext): string[] {
   return out;
 }
 
+/** The unique record an inbound copy claims: one copy per (peer, origin signal id). */
+export const inboundKey = (peerId: string, originId: string) => `fed-inbound:${peerId}:${originId}`;
+
 export const signalKind: ActorKind<SignalContext> = {
   name: SIGNAL,
   machine: signalMachine,
@@ -47,6 +50,7 @@ export const signalKind: ActorKind<SignalContext> = {
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
   ],
   timers: (r) => signalTimers(r.value, r.context),
+  uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),
   journal: (r, prev) => [signalEntry(r, prev), ...federationEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry })),
 };
 

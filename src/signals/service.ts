@@ -10,7 +10,7 @@ import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { idOfThreadMember, inboundKey, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, take, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
@@ -103,14 +103,49 @@ export class Signals {
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
     this.requireMember(p);
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
-    const canonical = CANONICAL_TYPES.includes(body.signal_type);
-    if (!canonical && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
+    if (!CANONICAL_TYPES.includes(body.signal_type) && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
+    const federation = body.to_peer !== undefined ? { peer_id: body.to_peer, remote_id: null, direction: 'outbound' as const, hops: 0, error: null } : null;
+    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }));
+  }
+
+  /**
+   * Stores a copy of a peer's signal (POST /federation/deliver) and routes it in this org like a local emit,
+   * so push, inboxes and webhooks follow. Idempotent per (peer, origin id): the copy claims a unique record
+   * in its creating commit, and a redelivery answers the stored copy. The origin's parent maps to our copy of it.
+   */
+  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number): Promise<Signal> {
+    const stored = await this.inboundCopy(peerId, originId);
+    if (stored) return signalView(stored);
+    const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
+    const local: EmitBody = { ...body, parent_id: parent?.context.id };
+    const route = await this.route(local);
+    const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
+    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId)));
+  }
+
+  /** Our copy of the peer's signal `originId`, if it was delivered. */
+  async inboundCopy(peerId: string, originId: string): Promise<ActorRecord<SignalContext> | undefined> {
+    const u = await this.rt.store.get<{ id: string }>(inboundKey(peerId, originId));
+    return u ? (await this.rt.load<SignalContext>(SIGNAL, u.value.id))?.value : undefined;
+  }
+
+  /** Builds and commits a new signal; `existing` (checked on every attempt) answers a record stored meanwhile instead. */
+  private async write(
+    from: string,
+    body: EmitBody,
+    route: { role_id: string | null; ring_id: string | null; role: string | null; ring: string | null },
+    extra: Pick<SignalContext, 'resources' | 'source_org' | 'federation'>,
+    existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
+  ): Promise<ActorRecord<SignalContext>> {
+    const canonical = CANONICAL_TYPES.includes(body.signal_type);
     const id = newId();
     const root = await this.threadRoot(id, body.parent_id);
     // replies to one thread queue per thread in this process: only another process can move the counter under us
     const write = () => this.rt.retry(async () => {
+      const found = await existing?.();
+      if (found) return { result: found };
       const thread = await this.threadPosition(root, body.parent_id);
       const t = iso();
       const context: SignalContext = {
@@ -120,11 +155,11 @@ export class Signals {
         content: body.content,
         urgency: body.urgency ?? 0.5,
         from_role: body.from_role ?? null,
-        from_identity: p.identity.id,
+        from_identity: from,
         to_role: route.role,
         to_identity: body.to_identity ?? null,
         to_ring: route.ring,
-        ...(body.to_peer !== undefined && { to_peer: body.to_peer, federation: { peer_id: body.to_peer, remote_id: null, direction: 'outbound' as const, hops: 0, error: null } }),
+        ...(extra.federation?.direction === 'outbound' && { to_peer: extra.federation.peer_id }),
         parent_id: body.parent_id ?? null,
         thread_id: thread.root,
         sequence: thread.sequence,
@@ -135,7 +170,7 @@ export class Signals {
         routing_policy: body.routing_policy ?? 'all',
         metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
         payload: body.payload ?? {},
-        resources: checked.resources,
+        resources: extra.resources,
         task_status: body.signal_type === 'task' ? 'open' : null,
         claimed_by: null,
         claimed_at: null,
@@ -143,16 +178,17 @@ export class Signals {
         protocol_version: 'svc/1.0',
         delivery_count: 0,
         max_attempts: this.config.maxDeliveryAttempts,
+        source_org: extra.source_org,
+        federation: extra.federation,
         created_at: t,
         updated_at: t,
       };
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
       // the delivery to the peer is recorded in the signal's own commit: the outbox
-      const outbound = body.to_peer !== undefined ? this.federation.deliveryOps(body.to_peer, 'deliver', id, this.federation.deliverBody(context)) : [];
+      const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
       return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...outbound] };
     });
-    const record = body.parent_id === undefined ? await write() : await this.rt.serial(threadSeqKey(root), write);
-    return signalView(record);
+    return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }
 
   /**
