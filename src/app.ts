@@ -110,7 +110,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     outboundPeer: (peerId, type) => federationOut.outboundPeer(peerId, type),
     deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),
     deliverBody: (c) => FederationOut.deliverBody(c),
-    forwardClaim: (c, agent) => federationOut.forwardClaim(c, agent),
+    forwardClaim: (c, agent, leaseMs) => federationOut.forwardClaim(c, agent, leaseMs),
   });
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);

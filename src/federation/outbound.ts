@@ -122,14 +122,14 @@ export class FederationOut {
    * origin's refusal is raised here as the same error (409 SIGNAL_CLAIM_CONFLICT when an agent of either org
    * holds it), an unreachable origin as FED_DELIVERY_FAILED.
    */
-  async forwardClaim(c: SignalContext, agent: string): Promise<void> {
+  async forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void> {
     const f = c.federation!;
     const peer = (await this.rt.load<PeerContext>(PEER, f.peer_id))?.value.context;
     const secret = peer && secretOf(peer);
     if (!peer || !secret) throw new AppError('FED_TRUST_NOT_ESTABLISHED', `No trust with the origin peer ${f.peer_id}`);
     let a: Answer;
     try {
-      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent });
+      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, ...(leaseMs !== undefined && { lease_ms: leaseMs }) });
     } catch (e) {
       throw new AppError('FED_DELIVERY_FAILED', `The origin could not be reached: ${(e as Error).message}`);
     }
@@ -187,8 +187,8 @@ export class FederationOut {
   /** Per-peer counts of deliveries by outcome, and the newest error any attempt met. */
   async peerStats(peerId: string): Promise<PeerDeliveryStats> {
     const [delivered, failed, pending] = await Promise.all((['delivered', 'failed', 'pending'] as const).map((b) => this.rt.store.count(federationIndexes.deliveries(peerId, b))));
-    // the newest deliveries that can carry an error: the last failed one and the pending ones being retried
-    const recent = await Promise.all((['failed', 'pending'] as const).map((b) => this.rt.store.range(federationIndexes.deliveries(peerId, b), { reverse: true, limit: 20 })));
+    // the newest deliveries of each outcome: any of them may have met an error on some attempt
+    const recent = await Promise.all((['failed', 'pending', 'delivered'] as const).map((b) => this.rt.store.range(federationIndexes.deliveries(peerId, b), { reverse: true, limit: 20 })));
     const recs = await this.rt.loadMany<FederationDeliveryContext>(FEDERATION_DELIVERY, recent.flat().map(idOfMember));
     let last: PeerDeliveryStats['last_error'] = null;
     for (const r of recs) {

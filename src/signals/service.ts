@@ -64,7 +64,7 @@ export interface FederationLink {
   deliveryOps(peerId: string, call: 'deliver' | 'ack' | 'cancel', signalId: string, body: Record<string, unknown>): Op[];
   deliverBody(c: SignalContext): Record<string, unknown>;
   /** asks the origin of an inbound task for the claim; its refusal is raised as the same error */
-  forwardClaim(c: SignalContext, agent: string): Promise<void>;
+  forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void>;
 }
 
 export class Signals {
@@ -221,7 +221,7 @@ export class Signals {
     const cur = await this.load(signalId);
     assertInScope(p.key, cur.context);
     // the origin of a federated task decides who holds it: its refusal is this claim's refusal
-    if (cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id)) await this.federation.forwardClaim(cur.context, p.identity.id);
+    if (cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id)) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs });
     return signalView(c!.record);
   }
