@@ -25,6 +25,9 @@ export interface SignedRequest {
 /** How a peer's agent is named here: in claimed_by, and as the sender of an inbound copy. */
 export const peerAgent = (peerId: string, agent: string) => `peer:${peerId}:${agent}`;
 
+/** Peer ids as trust routes accept them (src/federation/schemas.ts). */
+const PEER_ID = /^[0-9A-Za-z_-]{1,64}$/;
+
 /** A federated signal crosses at most this many hops. */
 export const MAX_HOPS = 1;
 
@@ -66,6 +69,8 @@ export class Inbound {
     if (!peerId) throw new AppError('FED_PEER_MISSING');
     const proof = parseProof(req.headers[PROOF_HEADER]);
     const at = now();
+    // an id no peer can have is not looked up (store keys are bounded)
+    if (!PEER_ID.test(peerId)) throw new AppError('FED_PEER_DENIED');
     const rec = await this.trust.verifying(peerId, at);
     verifyProof(proof, rec.context.shared_secret, req.method, req.path, req.body, at);
     await this.nonces.use(peerId, proof.nonce, proof.ts, at);
