@@ -5,11 +5,11 @@
  * the task's origin (the origin decides who holds a federated task).
  */
 import { federationDeliveryMachine, federationDeliveryTimers, newFederationDelivery, type FederationCall, type FederationDeliveryContext } from '../../actors/federation-delivery.js';
-import { trustExpired, type PeerContext } from '../../actors/peer.js';
+import type { PeerContext } from '../../actors/peer.js';
 import type { SignalContext } from '../../actors/signal.js';
 import { now } from '../clock.js';
 import type { Config } from '../config.js';
-import { AppError, catalogue, type ErrorCode } from '../errors.js';
+import { AppError, catalogue, isAppError, type ErrorCode } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { PEER } from '../org/peers.js';
@@ -17,6 +17,7 @@ import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { Outbound, type Answer } from '../webhooks/outbound.js';
 import { proofHeaders } from './proof.js';
+import { usableTrust } from './trust.js';
 
 export const FEDERATION_DELIVERY = 'federation-delivery';
 const SIGNAL = 'signal';
@@ -36,9 +37,6 @@ export interface PeerDeliveryStats {
   pending: number;
   last_error: { at: string; call: FederationCall; signal_id: string; error: string } | null;
 }
-
-/** A peer's shared secret, once trust is established (the peer actor holds it). */
-const secretOf = (c: PeerContext): string | undefined => (c.has_trust && c.shared_secret) || undefined;
 
 /** Status codes a later attempt may get past: the peer is away, overloaded, or has not seen the signal yet. */
 const retryable = (status: number) => status === 404 || status === 408 || status === 429 || status >= 500;
@@ -81,15 +79,22 @@ export class FederationOut {
     };
   }
 
-  /** The active, trusted peer a signal of this type may be emitted to; the interface's FED_ code otherwise. */
+  /** The peer and secret of a usable trust (active, established, unexpired), refused as a receiver would. */
+  private async trustOf(peerId: string): Promise<{ peer: PeerContext; secret: string }> {
+    const r = usableTrust((await this.rt.load<PeerContext>(PEER, peerId))?.value, now());
+    return { peer: r.context, secret: r.context.shared_secret };
+  }
+
+  /** The peer a signal of this type may be emitted to: a usable trust whose allowed_scopes hold the type. */
   async outboundPeer(peerId: string, signalType: string): Promise<PeerContext> {
-    const r = (await this.rt.load<PeerContext>(PEER, peerId))?.value;
-    if (!r || r.value !== 'active') throw new AppError('FED_PEER_DENIED', r ? `Peer ${peerId} is ${r.value}` : `No peer ${peerId}`, { field: 'to_peer' });
-    const c = r.context;
-    if (!c.has_trust || !secretOf(c)) throw new AppError('FED_TRUST_NOT_ESTABLISHED', undefined, { field: 'to_peer' });
-    if (trustExpired(c, now())) throw new AppError('FED_TRUST_EXPIRED', undefined, { field: 'to_peer' });
-    if (!c.allowed_scopes.includes(signalType)) throw new AppError('FED_SCOPE_DENIED', `${signalType} is not in the peer's allowed_scopes`, { field: 'signal_type' });
-    return c;
+    let peer: PeerContext;
+    try {
+      ({ peer } = await this.trustOf(peerId));
+    } catch (e) {
+      throw isAppError(e) ? new AppError(e.code, e.message, { ...e.details, field: 'to_peer' }) : e;
+    }
+    if (!peer.allowed_scopes.includes(signalType)) throw new AppError('FED_SCOPE_DENIED', `${signalType} is not in the peer's allowed_scopes`, { field: 'signal_type' });
+    return peer;
   }
 
   /** Ops creating the delivery of one call to a peer, committed with the change that causes it. */
@@ -124,9 +129,7 @@ export class FederationOut {
    */
   async forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void> {
     const f = c.federation!;
-    const peer = (await this.rt.load<PeerContext>(PEER, f.peer_id))?.value.context;
-    const secret = peer && secretOf(peer);
-    if (!peer || !secret) throw new AppError('FED_TRUST_NOT_ESTABLISHED', `No trust with the origin peer ${f.peer_id}`);
+    const { peer, secret } = await this.trustOf(f.peer_id);
     let a: Answer;
     try {
       a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, ...(leaseMs !== undefined && { lease_ms: leaseMs }) });
@@ -162,13 +165,12 @@ export class FederationOut {
   }
 
   private async post(c: FederationDeliveryContext) {
-    const peer = (await this.rt.load<PeerContext>(PEER, c.peer_id))?.value;
-    const secret = peer && secretOf(peer.context);
-    if (!peer || peer.value === 'revoked' || !secret) return { ok: false, give_up: true, response_code: null, latency_ms: null, error: peer ? 'no trust with the peer' : 'the peer was deleted', remote_id: null };
     const started = performance.now();
     const latency = () => Math.round(performance.now() - started);
     try {
-      const a = await this.call(peer.context, secret, c.call, c.body);
+      // a suspended peer or a lapsed trust may come back within the retry window: retried like a peer that is away
+      const { peer, secret } = await this.trustOf(c.peer_id);
+      const a = await this.call(peer, secret, c.call, c.body);
       const ok = a.status >= 200 && a.status < 300;
       const code = peerError(a)?.code;
       return {
@@ -180,7 +182,7 @@ export class FederationOut {
         remote_id: ok && c.call === 'deliver' ? remoteIdOf(a) : null,
       };
     } catch (e) {
-      return { ok: false, response_code: null, latency_ms: latency(), error: (e as Error).message, remote_id: null };
+      return { ok: false, response_code: null, latency_ms: latency(), error: isAppError(e) ? e.code : (e as Error).message, remote_id: null };
     }
   }
 
