@@ -13,7 +13,7 @@ import { AppError, catalogue, isAppError, type ErrorCode } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { PEER } from '../org/peers.js';
-import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { ActorKind, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { Outbound, type Answer } from '../webhooks/outbound.js';
 import { proofHeaders } from './proof.js';
@@ -218,5 +218,3 @@ function remoteIdOf(a: Answer): string | null {
     return null;
   }
 }
-
-export type FederationRecord = ActorRecord<FederationDeliveryContext>;
