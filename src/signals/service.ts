@@ -229,7 +229,7 @@ export class Signals {
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', extra: (rec) => this.toOrigin(rec, 'ack', p.identity.id) });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }
@@ -251,10 +251,10 @@ export class Signals {
   }
 
   /** A federated task completed here is reported to its origin, durably: the ack answers even while the origin is away. */
-  private toOrigin(rec: ActorRecord<SignalContext>, call: 'ack', agent: string): Op[] {
+  private ackToOrigin(rec: ActorRecord<SignalContext>, agent: string): Op[] {
     const f = rec.context.federation;
     if (f?.direction !== 'inbound' || rec.value !== 'acked' || rec.context.task_status !== 'completed') return [];
-    return this.federation.deliveryOps(f.peer_id, call, rec.context.id, { signal_id: f.remote_id, agent });
+    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent });
   }
 
   /** Cancel works both ways: the origin withdraws its task from the peer, the receiver declines the origin's. */
