@@ -118,9 +118,14 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
     }
   });
 
-  it.runIf(backend === 'embedded')('a delivery survives a restart of the sending process', async () => {
+});
+
+// the sender as its own process (spawnServer), killed mid-retry and started again on the same data dir
+describe('federation outbound across a restart of the sending process (embedded)', () => {
+  const servers = serversOn('embedded');
+  it('a delivery survives a restart of the sending process', async () => {
     let up = false;
-    const rx = await peer(() => (up ? 200 : 503));
+    const rx = await startPeerReceiver(() => (up ? 200 : 503));
     const env = await servers.env({ ...FAST, FEDERATION_BACKOFF_BASE_MS: '300' });
     const first = await spawnServer(env);
     let second: Awaited<ReturnType<typeof spawnServer>> | undefined;
@@ -140,6 +145,7 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
     } finally {
       await first.stop('SIGKILL');
       await second?.stop();
+      await rx.close();
     }
   });
 });
