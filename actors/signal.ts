@@ -17,6 +17,8 @@ export interface SignalFederation {
   remote_id: string | null;
   direction: 'inbound' | 'outbound';
   hops: number;
+  /** FED_DELIVERY_FAILED once a call to the peer (deliver, ack, cancel) ran out of its retry budget */
+  error?: string | null;
 }
 
 export interface SignalContext {
@@ -30,6 +32,8 @@ export interface SignalContext {
   to_role: string | null;
   to_identity: string | null;
   to_ring: string | null;
+  /** a peer organization the targets are in (an outbound federated signal) */
+  to_peer?: string | null;
   parent_id: string | null;
   /** the root of the thread (its own id for a root) */
   thread_id: string;
@@ -71,7 +75,9 @@ export type SignalEvent =
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
-  | { type: 'ACK_DUE'; now: number; overdue: string[] };
+  | { type: 'ACK_DUE'; now: number; overdue: string[] }
+  | { type: 'FED_DELIVERED'; now: number; remote_id: string }
+  | { type: 'FED_FAILED'; now: number; error: string };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
@@ -118,6 +124,14 @@ export const signalMachine = setup({
       const e = event as Extract<SignalEvent, { type: 'ACK_DUE' }>;
       return { ack_checked_at: iso(e.now), ack_overdue: [...e.overdue] };
     }),
+    federated: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'FED_DELIVERED' }>;
+      return { federation: { ...context.federation!, remote_id: e.remote_id, error: null }, updated_at: iso(e.now) };
+    }),
+    federationFailed: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'FED_FAILED' }>;
+      return { federation: { ...context.federation!, error: e.error }, updated_at: iso(e.now) };
+    }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -135,6 +149,8 @@ export const signalMachine = setup({
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
     leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
+    outbound: ({ context }) => context.federation?.direction === 'outbound',
+    federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
     ackDue: ({ context, event }) =>
       event.type === 'ACK_DUE' && Array.isArray(event.overdue) && ackCheckPending(context) && Date.parse(context.ack_due_at!) <= event.now,
@@ -143,6 +159,11 @@ export const signalMachine = setup({
   id: 'signal',
   initial: 'pending',
   context: {} as SignalContext,
+  // the outcome of an outbound federation delivery is recorded whatever the signal's own state
+  on: {
+    FED_DELIVERED: { guard: 'outbound', actions: 'federated' },
+    FED_FAILED: { guard: 'federatedSignal', actions: 'federationFailed' },
+  },
   states: {
     pending: {
       on: {

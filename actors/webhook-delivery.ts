@@ -1,160 +1,25 @@
-/**
- * One webhook event on its way to one endpoint. Pure: the HTTP POST is an effect the sender runs after
- * the commit that moved the delivery to `sending`; its outcome comes back as `RESULT`. Due times are
- * durable timers derived by `deliveryTimers`: `SEND` when an attempt is due, `SEND_TIMEOUT` when a send
- * produced no result (the process died mid-send), so every attempt ends in a recorded outcome.
- */
-import { assign, setup } from 'xstate';
-import { refuse, refuseAction } from './refuse.js';
+/** One webhook event on its way to one endpoint: an outbound delivery (actors/outbound-delivery.ts) with its event and body. */
+import { newAttempts, type AttemptsContext, type DeliveryStatus, type NewAttempts } from './outbound-delivery.js';
 
-export type DeliveryStatus = 'scheduled' | 'sending' | 'delivered' | 'failed';
+export { deliveryMachine, deliveryTimers, MAX_ATTEMPTS_KEPT, retryDelayMs, type Attempt, type DeliveryEvent, type DeliveryStatus } from './outbound-delivery.js';
 
-export interface Attempt {
-  attempt: number;
-  at: string;
-  status: 'succeeded' | 'failed';
-  response_code: number | null;
-  latency_ms: number | null;
-  error: string | null;
-}
-
-export interface DeliveryContext {
-  id: string;
+export interface DeliveryContext extends AttemptsContext {
   webhook_id: string;
   event: string;
   /** the body sent, the same on every attempt */
   payload: Record<string, unknown>;
   /** sorts the webhook's deliveries by creation */
   order: string;
-  attempt_count: number;
-  attempts: Attempt[];
-  next_attempt_at: number | null;
-  sending_since: number | null;
-  /** retrying stops after this (ms); a replay moves it */
-  deadline_at: number;
-  retry_window_ms: number;
-  backoff_base_ms: number;
-  /** how long a send may stay without result before it counts as failed */
-  send_hold_ms: number;
-  created_at: string;
-  updated_at: string;
-  delivered_at: string | null;
-  failed_at: string | null;
 }
 
-export type DeliveryEvent =
-  | { type: 'SEND'; now: number }
-  | { type: 'SEND_TIMEOUT'; now: number }
-  | { type: 'RESULT'; now: number; attempt: number; ok: boolean; response_code: number | null; latency_ms: number | null; error: string | null; give_up?: boolean }
-  | { type: 'REPLAY'; now: number };
-
-export const MAX_ATTEMPTS_KEPT = 20;
-const BACKOFF_CAP_MS = 3600_000;
-const iso = (ms: number) => new Date(ms).toISOString();
-
-/** Exponential back-off after the n-th failed attempt (n >= 1). */
-export const retryDelayMs = (base: number, n: number) => Math.min(BACKOFF_CAP_MS, base * 2 ** (n - 1));
-
-type Result = Extract<DeliveryEvent, { type: 'RESULT' }>;
-const current = (c: DeliveryContext, e: DeliveryEvent) => e.type === 'RESULT' && e.attempt === c.attempt_count;
-const retryFits = (c: DeliveryContext, now: number) => now + retryDelayMs(c.backoff_base_ms, c.attempt_count) <= c.deadline_at;
-const push = (c: DeliveryContext, a: Attempt) => [...c.attempts, a].slice(-MAX_ATTEMPTS_KEPT);
-
-function outcome(c: DeliveryContext, e: DeliveryEvent): Attempt {
-  if (e.type === 'RESULT') return { attempt: e.attempt, at: iso(e.now), status: e.ok ? 'succeeded' : 'failed', response_code: e.response_code, latency_ms: e.latency_ms, error: e.error };
-  return { attempt: c.attempt_count, at: iso(e.now), status: 'failed', response_code: null, latency_ms: null, error: 'no result: the sender stopped mid-attempt' };
-}
-
-export const deliveryMachine = setup({
-  types: { context: {} as DeliveryContext, events: {} as DeliveryEvent },
-  actions: {
-    refuse: refuseAction,
-    start: assign(({ context, event }) => ({ attempt_count: context.attempt_count + 1, sending_since: event.now, next_attempt_at: null, updated_at: iso(event.now) })),
-    succeed: assign(({ context, event }) => ({ attempts: push(context, outcome(context, event)), sending_since: null, delivered_at: iso(event.now), updated_at: iso(event.now) })),
-    retry: assign(({ context, event }) => ({
-      attempts: push(context, outcome(context, event)),
-      sending_since: null,
-      next_attempt_at: event.now + retryDelayMs(context.backoff_base_ms, context.attempt_count),
-      updated_at: iso(event.now),
-    })),
-    fail: assign(({ context, event }) => ({ attempts: push(context, outcome(context, event)), sending_since: null, failed_at: iso(event.now), updated_at: iso(event.now) })),
-    replay: assign(({ context, event }) => ({ next_attempt_at: event.now, deadline_at: event.now + context.retry_window_ms, delivered_at: null, failed_at: null, updated_at: iso(event.now) })),
-  },
-  guards: {
-    due: ({ context, event }) => context.next_attempt_at !== null && context.next_attempt_at <= event.now,
-    succeeded: ({ context, event }) => current(context, event) && (event as Result).ok,
-    retryable: ({ context, event }) => current(context, event) && !(event as Result).give_up && retryFits(context, event.now),
-    isCurrent: ({ context, event }) => current(context, event),
-    sendOverdueRetryable: ({ context, event }) => context.sending_since !== null && context.sending_since + context.send_hold_ms <= event.now && retryFits(context, event.now),
-    sendOverdue: ({ context, event }) => context.sending_since !== null && context.sending_since + context.send_hold_ms <= event.now,
-  },
-}).createMachine({
-  id: 'webhookDelivery',
-  initial: 'scheduled',
-  context: {} as DeliveryContext,
-  states: {
-    scheduled: {
-      on: {
-        SEND: [{ guard: 'due', target: 'sending', actions: 'start' }],
-        REPLAY: { target: 'scheduled', actions: 'replay' },
-      },
-    },
-    sending: {
-      on: {
-        RESULT: [
-          { guard: 'succeeded', target: 'delivered', actions: 'succeed' },
-          { guard: 'retryable', target: 'scheduled', actions: 'retry' },
-          { guard: 'isCurrent', target: 'failed', actions: 'fail' },
-        ],
-        SEND_TIMEOUT: [
-          { guard: 'sendOverdueRetryable', target: 'scheduled', actions: 'retry' },
-          { guard: 'sendOverdue', target: 'failed', actions: 'fail' },
-        ],
-        REPLAY: { actions: refuse('WEBHOOK_DELIVERY_IN_PROGRESS') },
-      },
-    },
-    delivered: { on: { REPLAY: { target: 'scheduled', actions: 'replay' } } },
-    failed: { on: { REPLAY: { target: 'scheduled', actions: 'replay' } } },
-  },
-});
-
-export function deliveryTimers(value: string, c: DeliveryContext): { event: DeliveryEvent['type']; at: number }[] {
-  if (value === 'scheduled' && c.next_attempt_at !== null) return [{ event: 'SEND', at: c.next_attempt_at }];
-  if (value === 'sending' && c.sending_since !== null) return [{ event: 'SEND_TIMEOUT', at: c.sending_since + c.send_hold_ms }];
-  return [];
-}
-
-export interface NewDelivery {
-  id: string;
+export interface NewDelivery extends NewAttempts {
   webhook_id: string;
   event: string;
   payload: Record<string, unknown>;
   order: string;
-  now: number;
-  retry_window_ms: number;
-  backoff_base_ms: number;
-  send_hold_ms: number;
 }
 
 export const newDelivery = (d: NewDelivery): { value: DeliveryStatus; context: DeliveryContext } => ({
   value: 'scheduled',
-  context: {
-    id: d.id,
-    webhook_id: d.webhook_id,
-    event: d.event,
-    payload: d.payload,
-    order: d.order,
-    attempt_count: 0,
-    attempts: [],
-    next_attempt_at: d.now,
-    sending_since: null,
-    deadline_at: d.now + d.retry_window_ms,
-    retry_window_ms: d.retry_window_ms,
-    backoff_base_ms: d.backoff_base_ms,
-    send_hold_ms: d.send_hold_ms,
-    created_at: iso(d.now),
-    updated_at: iso(d.now),
-    delivered_at: null,
-    failed_at: null,
-  },
+  context: { ...newAttempts(d), webhook_id: d.webhook_id, event: d.event, payload: d.payload, order: d.order },
 });

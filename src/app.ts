@@ -60,6 +60,7 @@ import { Dispatcher } from './webhooks/dispatcher.js';
 import { JOURNAL_LOG } from './journal/journal.js';
 import { deliveryKind } from './webhooks/model.js';
 import { Sender } from './webhooks/sender.js';
+import { FederationOut } from './federation/outbound.js';
 import { Webhooks } from './webhooks/service.js';
 import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
@@ -95,6 +96,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const sender = new Sender(runtime, config, log);
   runtime.register(deliveryKind((id) => sender.enqueue(id)));
   const dispatcher = new Dispatcher(runtime, config, log);
+  const federationOut = new FederationOut(runtime, config, log);
+  runtime.register(federationOut.kind());
   runtime.register(authRequestKind);
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
@@ -104,7 +107,12 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
-  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace));
+  const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace), {
+    outboundPeer: (peerId, type) => federationOut.outboundPeer(peerId, type),
+    deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),
+    deliverBody: (c) => FederationOut.deliverBody(c),
+    forwardClaim: (c, agent, leaseMs) => federationOut.forwardClaim(c, agent, leaseMs),
+  });
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
@@ -155,6 +163,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
+    federationOut,
     reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }, idempotency),
     trust,
     inbound,
@@ -217,6 +226,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await mcp.close();
       presence.stop();
       sender.stop();
+      federationOut.stop();
       await dispatcher.stop();
       await realtime.stop();
       memories.stopSweeper();

@@ -46,6 +46,14 @@ export interface Config {
   webhookMaxInFlight: number;
   /** webhooks may target private, loopback and link-local addresses (tests, closed networks) */
   allowPrivateNetwork: boolean;
+  /** federation: how long a call to a peer (deliver, ack, cancel) keeps retrying before FED_DELIVERY_FAILED */
+  federationRetryWindowMs: number;
+  /** federation: the first retry's delay; each further retry doubles it (up to an hour) */
+  federationBackoffBaseMs: number;
+  /** federation: one call's time limit (also the forwarded claim's) */
+  federationTimeoutMs: number;
+  /** federation: background calls in flight per process */
+  federationMaxInFlight: number;
   /** the settings whose value came from the environment (GET /admin/config says env or default) */
   fromEnv: readonly string[];
   siweNonceTtlMs: number;
@@ -199,6 +207,10 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     webhookTimeoutMs: int(env, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 600_000),
     webhookMaxInFlight: int(env, 'WEBHOOK_MAX_IN_FLIGHT', 16, 1, 1000),
     allowPrivateNetwork: bool(env, 'ALLOW_PRIVATE_NETWORK', false),
+    federationRetryWindowMs: int(env, 'FEDERATION_RETRY_WINDOW_MS', 24 * 3600_000, 1000),
+    federationBackoffBaseMs: int(env, 'FEDERATION_BACKOFF_BASE_MS', 1000, 10, 3600_000),
+    federationTimeoutMs: int(env, 'FEDERATION_TIMEOUT_MS', 10_000, 100, 600_000),
+    federationMaxInFlight: int(env, 'FEDERATION_MAX_IN_FLIGHT', 16, 1, 1000),
     fromEnv: Object.freeze(SETTINGS.map((x) => x.name).filter((n) => env[n] !== undefined && env[n] !== '')),
     siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
     siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
@@ -261,6 +273,10 @@ const SETTINGS: Setting[] = [
   { name: 'WEBHOOK_TIMEOUT_MS', value: (c) => c.webhookTimeoutMs },
   { name: 'WEBHOOK_MAX_IN_FLIGHT', value: (c) => c.webhookMaxInFlight },
   { name: 'ALLOW_PRIVATE_NETWORK', value: (c) => c.allowPrivateNetwork },
+  { name: 'FEDERATION_RETRY_WINDOW_MS', value: (c) => c.federationRetryWindowMs },
+  { name: 'FEDERATION_BACKOFF_BASE_MS', value: (c) => c.federationBackoffBaseMs },
+  { name: 'FEDERATION_TIMEOUT_MS', value: (c) => c.federationTimeoutMs },
+  { name: 'FEDERATION_MAX_IN_FLIGHT', value: (c) => c.federationMaxInFlight },
   { name: 'EMBEDDING_PROVIDER', value: (c) => c.embedding.provider },
   { name: 'EMBEDDING_DIM', value: (c) => c.embedding.dim },
   { name: 'EMBEDDING_URL', value: (c) => c.embedding.url ?? null },

@@ -23,7 +23,7 @@ const ClawType = compile(Type.Object({ claw_type: Type.Union([Type.Literal('cent
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const orgInvalid = 'ORG_VALIDATION_FAILED' as const;
 
-export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust }: Services): Route<Principal>[] => [
+export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust, federationOut }: Services): Route<Principal>[] => [
   { method: 'get', path: '/org/company', auth: 'key', handler: async () => ({ data: await company.get() }) },
   {
     method: 'get',
@@ -42,6 +42,6 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   // the answer that issues the secret: the only read of it (docs/federation.md)
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
-  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
+  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await federationOut.withDeliveries(await peers.list(r.query.status)) }) },
   { method: 'get', path: '/discovery', auth: 'key', handler: async (r) => ({ data: await discovery.directory(r.principal, r.query) }) },
 ];

@@ -29,6 +29,7 @@ import type { Stats } from '../stats/service.js';
 import type { Workspace } from '../workspace/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Webhooks } from '../webhooks/service.js';
+import type { FederationOut } from '../federation/outbound.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -50,6 +51,7 @@ export interface Services {
   memberships: Memberships;
   discovery: Discovery;
   webhooks: Webhooks;
+  federationOut: FederationOut;
   siwe: Siwe;
   wallets: Wallets;
   authRequests: AuthRequests;

@@ -77,7 +77,7 @@ export class Audience {
     if (!isSignalEntry(e)) return false;
     const s = e.signal;
     return Inbox.reaches(
-      { to_identity: s.to_identity, to_role_id: e.route.role_id, to_ring_id: e.route.ring_id, target_capabilities: s.target_capabilities },
+      { to_identity: s.to_identity, to_role_id: e.route.role_id, to_ring_id: e.route.ring_id, target_capabilities: s.target_capabilities, to_peer: s.to_peer },
       this.principal.identity,
       this.reach.get(this.principal.identity.id),
     );

@@ -41,8 +41,8 @@ export interface ActorKind<C = any> {
   /** index entries ([index, member]) the record implies; diffed on every commit */
   indexes(rec: ActorRecord<C>): [string, string][];
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
-  /** a log entry every commit of this kind appends atomically (the push journal), if any */
-  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | undefined;
+  /** log entries every commit of this kind appends atomically (the push journal), if any */
+  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | { log: string; entry: unknown }[] | undefined;
   /**
    * Unique records the state claims (one central claw per org): written with expect:0 when claimed, deleted
    * when released, in the same commit. A commit that loses one to another holder fails with its code.
@@ -317,7 +317,7 @@ const indexesOf = <C>(k: ActorKind<C>, id: string, rec: ActorRecord<C>): [string
 
 function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
   const j = k.journal?.(rec, prev);
-  return j ? [{ op: 'append', log: j.log, entry: j.entry }] : [];
+  return (Array.isArray(j) ? j : j ? [j] : []).map((e): Op => ({ op: 'append', log: e.log, entry: e.entry }));
 }
 
 /** Adds the unique-record ops of a move to `ops`; answers the records newly claimed. */

@@ -27,6 +27,8 @@ export const signalIndexes = {
 };
 
 export function inboxesOf(c: SignalContext): string[] {
+  // a signal emitted to a peer's role, ring or identity lands in no inbox here
+  if (c.to_peer) return [];
   const out: string[] = [];
   if (c.to_role_id) out.push(signalIndexes.roleInbox(c.to_role_id));
   if (c.to_ring_id) out.push(signalIndexes.ringInbox(c.to_ring_id));
@@ -55,7 +57,7 @@ export const signalKind: ActorKind<SignalContext> = {
   journal: (r, prev) => {
     // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
     if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
-    return { log: JOURNAL_LOG, entry: signalEntry(r, prev) };
+    return [signalEntry(r, prev), ...federationEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
   timerEvent: (id, event, rt) => (event === 'ACK_DUE' ? overdueRecipients(rt, id).then((overdue) => ({ overdue })) : Promise.resolve({})),
 };
@@ -93,4 +95,24 @@ export type Signal = ReturnType<typeof signalView>;
 export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): SignalEntry {
   const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
   return prev ? { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value } : { type: 'signal', signal: signalView(r), route };
+}
+
+export const FEDERATION_EVENTS = ['federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed'] as const;
+
+/**
+ * The federation events a federated signal's change stands for, journaled in the same commit: delivered (the
+ * peer answered with its copy's id), failed (the retry budget ran out), claimed and completed (on either org).
+ */
+export function federationEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
+  const f = r.context.federation;
+  if (!f || !prev) return [];
+  const was = prev.context.federation;
+  const types: (typeof FEDERATION_EVENTS)[number][] = [];
+  if (f.remote_id && !was?.remote_id && f.direction === 'outbound') types.push('federation.delivered');
+  if (f.error && !was?.error) types.push('federation.failed');
+  if (r.value === 'leased' && prev.value !== 'leased') types.push('federation.claimed');
+  if (r.value === 'acked' && prev.value !== 'acked' && r.context.task_status === 'completed') types.push('federation.completed');
+  const c = r.context;
+  const audience = { identities: [c.from_identity, ...(c.claimed_by ? [c.claimed_by] : [])], roles: c.to_role_id ? [c.to_role_id] : [], rings: c.to_ring_id ? [c.to_ring_id] : [] };
+  return types.map((type) => ({ type, subject: 'signal', data: signalView(r), audience }));
 }

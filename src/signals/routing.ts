@@ -19,7 +19,9 @@ export interface Taken {
 export const takenKey = (signalId: string) => `signal-taken:${signalId}`;
 
 /** Whether a signal lands in this identity's inbox: direct, broadcast, or a role/ring it holds with the capabilities asked for. */
-export function reaches(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | 'to_ring_id' | 'target_capabilities'>, who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }): boolean {
+export function reaches(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | 'to_ring_id' | 'target_capabilities' | 'to_peer'>, who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }): boolean {
+  // a signal emitted to a peer organization reaches nobody here
+  if (c.to_peer) return false;
   if (c.to_identity === who.id) return true;
   const viaGroup = (c.to_role_id !== null && reach.roles.includes(c.to_role_id)) || (c.to_ring_id !== null && reach.rings.includes(c.to_ring_id));
   const broadcast = c.to_identity === null && c.to_role_id === null && c.to_ring_id === null;

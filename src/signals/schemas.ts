@@ -18,6 +18,7 @@ export const EmitBody = compile(
     to_role: Type.Optional(NonEmpty),
     to_ring: Type.Optional(NonEmpty),
     to_identity: Type.Optional(NonEmpty),
+    to_peer: Type.Optional(NonEmpty),
     parent_id: Type.Optional(NonEmpty),
     urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     tags: Type.Optional(Type.Array(Str)),

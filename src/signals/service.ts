@@ -28,6 +28,8 @@ export interface EmitBody {
   to_role?: string;
   to_ring?: string;
   to_identity?: string;
+  /** a peer organization whose role, ring or identity the targets name */
+  to_peer?: string;
   parent_id?: string;
   urgency?: number;
   tags?: string[];
@@ -62,12 +64,24 @@ export interface ResourceCheck {
   check(p: Principal, resources: unknown[] | undefined, attachments: unknown[] | undefined): Promise<{ resources: unknown[] }>;
 }
 
+/** The sending side of federation (src/federation/outbound.ts), as the signal rules use it. */
+export interface FederationLink {
+  /** refuses with the interface's FED_ code unless the peer is active, trusted and allows the type */
+  outboundPeer(peerId: string, signalType: string): Promise<unknown>;
+  /** ops creating a durable, retried call to the peer, committed with the change that causes it */
+  deliveryOps(peerId: string, call: 'deliver' | 'ack' | 'cancel', signalId: string, body: Record<string, unknown>): Op[];
+  deliverBody(c: SignalContext): Record<string, unknown>;
+  /** asks the origin of an inbound task for the claim; its refusal is raised as the same error */
+  forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void>;
+}
+
 export class Signals {
   constructor(
     private rt: Runtime,
     private org: Org,
     private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
     private resources: ResourceCheck,
+    private federation: FederationLink,
   ) {}
 
   requireMember(p: Principal): void {
@@ -76,6 +90,13 @@ export class Signals {
 
   /** Resolves the targets; names come back as the role or ring spells them. */
   private async route(body: EmitBody): Promise<{ role_id: string | null; ring_id: string | null; role: string | null; ring: string | null }> {
+    // the targets of a signal to a peer are names in the peer's org: the peer resolves them
+    if (body.to_peer !== undefined) {
+      if (body.to_role === undefined && body.to_ring === undefined && body.to_identity === undefined)
+        throw new AppError('VALIDATION_FIELD_REQUIRED', 'A signal to a peer names a role, ring or identity in the peer organization', { field: 'to_role' });
+      await this.federation.outboundPeer(body.to_peer, body.signal_type);
+      return { role_id: null, ring_id: null, role: body.to_role ?? null, ring: body.to_ring ?? null };
+    }
     const [role, ring, identity] = await Promise.all([
       body.to_role !== undefined ? this.org.roleByName(body.to_role) : undefined,
       body.to_ring !== undefined ? this.org.ringByName(body.to_ring) : undefined,
@@ -95,7 +116,8 @@ export class Signals {
     if (body.ack_due_in_s !== undefined && body.ack_required !== true)
       throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
-    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation: null }));
+    const federation = body.to_peer !== undefined ? { peer_id: body.to_peer, remote_id: null, direction: 'outbound' as const, hops: 0, error: null } : null;
+    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }));
   }
 
   /**
@@ -148,6 +170,7 @@ export class Signals {
         to_role: route.role,
         to_identity: body.to_identity ?? null,
         to_ring: route.ring,
+        ...(extra.federation?.direction === 'outbound' && { to_peer: extra.federation.peer_id }),
         parent_id: body.parent_id ?? null,
         thread_id: thread.root,
         sequence: thread.sequence,
@@ -173,7 +196,9 @@ export class Signals {
         ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
       };
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context)] };
+      // the delivery to the peer is recorded in the signal's own commit: the outbox
+      const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }
@@ -258,7 +283,10 @@ export class Signals {
 
   async claim(p: Principal, signalId: string, leaseMs?: number): Promise<Signal> {
     this.requireMember(p);
-    assertInScope(p.key, (await this.load(signalId)).context);
+    const cur = await this.load(signalId);
+    assertInScope(p.key, cur.context);
+    // the origin of a federated task decides who holds it: its refusal is this claim's refusal
+    if (cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id)) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs });
     return signalView(c!.record);
   }
@@ -266,7 +294,7 @@ export class Signals {
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
     this.requireMember(p);
     assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }
@@ -283,8 +311,24 @@ export class Signals {
     const cur = await this.load(signalId);
     assertInScope(p.key, cur.context);
     if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may cancel it');
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' }, { extra: (rec) => this.cancelToPeer(rec, p.identity.id) });
     return signalView(c!.record);
+  }
+
+  /** A federated task completed here is reported to its origin, durably: the ack answers even while the origin is away. */
+  private ackToOrigin(rec: ActorRecord<SignalContext>, agent: string): Op[] {
+    const f = rec.context.federation;
+    if (f?.direction !== 'inbound' || rec.value !== 'acked' || rec.context.task_status !== 'completed') return [];
+    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent });
+  }
+
+  /** Cancel works both ways: the origin withdraws its task from the peer, the receiver declines the origin's. */
+  private cancelToPeer(rec: ActorRecord<SignalContext>, agent: string): Op[] {
+    const f = rec.context.federation;
+    if (!f) return [];
+    // the call names the origin's signal id: ours when we are the origin, the remote one when we received it
+    const originId = f.direction === 'outbound' ? rec.context.id : f.remote_id;
+    return this.federation.deliveryOps(f.peer_id, 'cancel', rec.context.id, { signal_id: originId, agent });
   }
 
   /** pending → delivered after a push to a recipient; no-op when already past pending. */

@@ -15,7 +15,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { isSignalEntry, JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
 import type { Op } from '../store/port.js';
 import { loadAll } from '../store/scan.js';
-import { DELIVERY, deliveryId, webhookIndexes, webhookKeys, type Webhook, type WebhookEvent } from './model.js';
+import { DELIVERY, deliveryId, webhookIndexes, webhookKeys, WEBHOOK_EVENTS, type Webhook, type WebhookEvent } from './model.js';
 
 export const OUTBOX_LOGS = [JOURNAL_LOG, ORG_LOG];
 const BATCH = 100;
@@ -46,6 +46,10 @@ export function eventsOf(log: string, entry: unknown): Event[] {
     if (e.type === 'signal.ack_overdue') {
       const d = e.data as { checked_at: string };
       return [ev('signal.ack_overdue', d.checked_at, e.data as Record<string, unknown>)];
+    }
+    if (e.type.startsWith('federation.') && (WEBHOOK_EVENTS as readonly string[]).includes(e.type)) {
+      const s = e.data as { updated_at: string };
+      return [ev(e.type as WebhookEvent, s.updated_at, { signal: e.data })];
     }
     if (e.type !== 'membership.changed') return [];
     const m = e.data as { updated_at: string };

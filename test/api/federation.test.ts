@@ -5,6 +5,7 @@
  * by marking an emitted task as sent to the peer in the store (the sending side is docs/federation.md's
  * outbound delivery, tested with two processes in test/e2e).
  */
+import { startPeerReceiver } from '../helpers/peer-receiver.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ulid } from 'ulid';
 import type { SignalContext } from '../../actors/signal.js';
@@ -56,7 +57,7 @@ for (const backend of BACKENDS) {
     };
 
     beforeAll(async () => {
-      svc = await servers.start();
+      svc = await servers.start({ ALLOW_PRIVATE_NETWORK: 'true' });
       root = await bootstrap(svc.url);
       worker = await join(root.client, 'worker');
       const role = expectOk(await root.client.post('/roles', { name: 'builders' }), 201);
@@ -236,11 +237,18 @@ for (const backend of BACKENDS) {
       expect(expectOk(await call('/federation/cancel', { signal_id: originId, agent: 'origin-agent' }))).toMatchObject({ id: copy.id, task_status: 'cancelled' });
       expect((await findSignal(worker.client, copy.id)).task_status).toBe('cancelled');
 
-      const doneOrigin = ulid();
-      const done = expectOk(await deliver({ id: doneOrigin, to_role: 'builders' }));
-      expectOk(await worker.client.post('/claim', { signal_id: done.id }));
-      expectOk(await worker.client.post('/ack', { signal_id: done.id }));
-      expectError(await call('/federation/cancel', { signal_id: doneOrigin, agent: 'origin-agent' }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+      // a claim of an inbound copy is forwarded to its origin: a stand-in origin that agrees
+      const origin = await startPeerReceiver();
+      try {
+        const t = await trustWith({ endpoint: origin.url });
+        const doneOrigin = ulid();
+        const done = expectOk(await deliver({ id: doneOrigin, to_role: 'builders' }, 0, t));
+        expectOk(await worker.client.post('/claim', { signal_id: done.id }));
+        expectOk(await worker.client.post('/ack', { signal_id: done.id }));
+        expectError(await call('/federation/cancel', { signal_id: doneOrigin, agent: 'origin-agent' }, t), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+      } finally {
+        await origin.close();
+      }
     });
 
     it('a peer acting on a signal not federated to it: POLICY_CROSS_ORG_DENIED', async () => {

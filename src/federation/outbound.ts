@@ -1,0 +1,220 @@
+/**
+ * The sending side of federation (docs/federation.md): checks a peer may be sent to, records calls to a peer
+ * as federation delivery actors in the commit of the change that causes them (outbox), runs their POSTs off
+ * the request path with a fresh proof per attempt, and makes the one synchronous call, a claim forwarded to
+ * the task's origin (the origin decides who holds a federated task).
+ */
+import { federationDeliveryMachine, federationDeliveryTimers, newFederationDelivery, type FederationCall, type FederationDeliveryContext } from '../../actors/federation-delivery.js';
+import type { PeerContext } from '../../actors/peer.js';
+import type { SignalContext } from '../../actors/signal.js';
+import { now } from '../clock.js';
+import type { Config } from '../config.js';
+import { AppError, catalogue, isAppError, type ErrorCode } from '../errors.js';
+import { newId } from '../ids.js';
+import type { Logger } from '../log.js';
+import { PEER } from '../org/peers.js';
+import type { ActorKind, Runtime } from '../runtime/runtime.js';
+import type { Op } from '../store/port.js';
+import { Outbound, type Answer } from '../webhooks/outbound.js';
+import { proofHeaders } from './proof.js';
+import { usableTrust } from './trust.js';
+
+export const FEDERATION_DELIVERY = 'federation-delivery';
+const SIGNAL = 'signal';
+
+/** Where a delivery is in its life, for the per-peer counts of GET /admin/peers. */
+type Bucket = 'pending' | 'delivered' | 'failed';
+const bucketOf = (state: string): Bucket => (state === 'delivered' ? 'delivered' : state === 'failed' ? 'failed' : 'pending');
+export const federationIndexes = { deliveries: (peerId: string, bucket: Bucket) => `federation-deliveries:${peerId}:${bucket}` };
+const member = (c: FederationDeliveryContext) => `${c.order}|${c.id}`;
+const idOfMember = (m: string) => m.slice(m.indexOf('|') + 1);
+
+type Config_ = Pick<Config, 'federationRetryWindowMs' | 'federationBackoffBaseMs' | 'federationTimeoutMs' | 'federationMaxInFlight' | 'allowPrivateNetwork'>;
+
+export interface PeerDeliveryStats {
+  delivered: number;
+  failed: number;
+  pending: number;
+  last_error: { at: string; call: FederationCall; signal_id: string; error: string } | null;
+}
+
+/** Status codes a later attempt may get past: the peer is away, overloaded, or has not seen the signal yet. */
+const retryable = (status: number) => status === 404 || status === 408 || status === 429 || status >= 500;
+
+/** The error code and message of a peer's error envelope, when it is one of ours. */
+function peerError(a: Answer): { code: ErrorCode; message: string } | undefined {
+  try {
+    const e = (JSON.parse(a.body) as { error?: { code?: string; message?: string } }).error;
+    if (e?.code && e.code in catalogue) return { code: e.code as ErrorCode, message: e.message ?? '' };
+  } catch {
+    // not JSON: described by its status alone
+  }
+  return undefined;
+}
+
+export class FederationOut {
+  private out: Outbound;
+
+  constructor(
+    private rt: Runtime,
+    private config: Config_,
+    log: Logger,
+  ) {
+    this.out = new Outbound({ timeoutMs: config.federationTimeoutMs, maxInFlight: config.federationMaxInFlight, allowPrivateNetwork: config.allowPrivateNetwork }, (id) => this.attempt(id), log, 'federation');
+  }
+
+  /** The delivery actor kind: indexed per peer by outcome; a send starts once `sending` is durable. */
+  kind(): ActorKind<FederationDeliveryContext> {
+    return {
+      name: FEDERATION_DELIVERY,
+      machine: federationDeliveryMachine,
+      notFound: 'NOT_FOUND',
+      invalid: 'FED_DELIVERY_FAILED',
+      indexes: (r) => [[federationIndexes.deliveries(r.context.peer_id, bucketOf(r.value)), member(r.context)]],
+      timers: (r) => federationDeliveryTimers(r.value, r.context),
+      committed: async (id, rec, prev) => {
+        if (rec.value === 'sending' && (prev?.value !== 'sending' || prev.context.attempt_count !== rec.context.attempt_count)) this.out.enqueue(id);
+        if (rec.value === 'failed' && prev?.value !== 'failed') await this.rt.send(SIGNAL, rec.context.signal_id, { type: 'FED_FAILED', error: 'FED_DELIVERY_FAILED' }, { quiet: true });
+      },
+    };
+  }
+
+  /** The peer and secret of a usable trust (active, established, unexpired), refused as a receiver would. */
+  private async trustOf(peerId: string): Promise<{ peer: PeerContext; secret: string }> {
+    const r = usableTrust((await this.rt.load<PeerContext>(PEER, peerId))?.value, now());
+    return { peer: r.context, secret: r.context.shared_secret };
+  }
+
+  /** The peer a signal of this type may be emitted to: a usable trust whose allowed_scopes hold the type. */
+  async outboundPeer(peerId: string, signalType: string): Promise<PeerContext> {
+    let peer: PeerContext;
+    try {
+      ({ peer } = await this.trustOf(peerId));
+    } catch (e) {
+      throw isAppError(e) ? new AppError(e.code, e.message, { ...e.details, field: 'to_peer' }) : e;
+    }
+    if (!peer.allowed_scopes.includes(signalType)) throw new AppError('FED_SCOPE_DENIED', `${signalType} is not in the peer's allowed_scopes`, { field: 'signal_type' });
+    return peer;
+  }
+
+  /** Ops creating the delivery of one call to a peer, committed with the change that causes it. */
+  deliveryOps(peerId: string, call: FederationCall, signalId: string, body: Record<string, unknown>): Op[] {
+    const id = newId();
+    const rec = newFederationDelivery({
+      id,
+      peer_id: peerId,
+      call,
+      signal_id: signalId,
+      body,
+      order: id,
+      now: now(),
+      retry_window_ms: this.config.federationRetryWindowMs,
+      backoff_base_ms: this.config.federationBackoffBaseMs,
+      // an attempt ends by its own timeout; twice that without a result means the sender died mid-send
+      send_hold_ms: 2 * this.config.federationTimeoutMs + 1000,
+    });
+    return this.rt.createOps(FEDERATION_DELIVERY, id, rec);
+  }
+
+  /** The body of `/federation/deliver`: the origin's signal, not yet across any hop. */
+  static deliverBody(c: SignalContext): Record<string, unknown> {
+    const { id, signal_type, content, from_identity, from_role, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id } = c;
+    return { signal: { id, signal_type, content, from_identity, from_role, to_role, to_ring, to_identity, urgency, tags, metadata, payload, parent_id }, hops: 0 };
+  }
+
+  /**
+   * Forwards a local agent's claim of an inbound federated task to its origin and waits for the answer: the
+   * origin's refusal is raised here as the same error (409 SIGNAL_CLAIM_CONFLICT when an agent of either org
+   * holds it), an unreachable origin as FED_DELIVERY_FAILED.
+   */
+  async forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void> {
+    const f = c.federation!;
+    const { peer, secret } = await this.trustOf(f.peer_id);
+    let a: Answer;
+    try {
+      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, ...(leaseMs !== undefined && { lease_ms: leaseMs }) });
+    } catch (e) {
+      throw new AppError('FED_DELIVERY_FAILED', `The origin could not be reached: ${(e as Error).message}`);
+    }
+    if (a.status >= 200 && a.status < 300) return;
+    const err = peerError(a);
+    throw new AppError(err?.code ?? 'FED_DELIVERY_FAILED', err?.message || `The origin answered HTTP ${a.status}`, { peer_id: f.peer_id });
+  }
+
+  private call(peer: PeerContext, secret: string, call: FederationCall | 'claim', payload: Record<string, unknown>): Promise<Answer> {
+    const url = new URL(`${peer.endpoint}/federation/${call}`);
+    const body = JSON.stringify(payload);
+    const headers = {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+      'user-agent': 'svc-federation/1',
+      ...proofHeaders(peer.id, secret, 'POST', url.pathname, body, now()),
+    };
+    return this.out.post(url, headers, body);
+  }
+
+  private async attempt(id: string): Promise<void> {
+    const cur = await this.rt.load<FederationDeliveryContext>(FEDERATION_DELIVERY, id);
+    if (!cur || cur.value.value !== 'sending') return;
+    const c = cur.value.context;
+    const outcome = await this.post(c);
+    if (this.out.isStopped) return;
+    if (outcome.ok && outcome.remote_id) await this.rt.send(SIGNAL, c.signal_id, { type: 'FED_DELIVERED', remote_id: outcome.remote_id }, { quiet: true });
+    const { remote_id: _r, ...result } = outcome;
+    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true });
+  }
+
+  private async post(c: FederationDeliveryContext) {
+    const started = performance.now();
+    const latency = () => Math.round(performance.now() - started);
+    try {
+      // a suspended peer or a lapsed trust may come back within the retry window: retried like a peer that is away
+      const { peer, secret } = await this.trustOf(c.peer_id);
+      const a = await this.call(peer, secret, c.call, c.body);
+      const ok = a.status >= 200 && a.status < 300;
+      const code = peerError(a)?.code;
+      return {
+        ok,
+        give_up: !ok && !retryable(a.status),
+        response_code: a.status,
+        latency_ms: latency(),
+        error: ok ? null : `HTTP ${a.status}${code ? ` ${code}` : ''}`,
+        remote_id: ok && c.call === 'deliver' ? remoteIdOf(a) : null,
+      };
+    } catch (e) {
+      return { ok: false, response_code: null, latency_ms: latency(), error: isAppError(e) ? e.code : (e as Error).message, remote_id: null };
+    }
+  }
+
+  /** Per-peer counts of deliveries by outcome, and the newest error any attempt met. */
+  async peerStats(peerId: string): Promise<PeerDeliveryStats> {
+    const [delivered, failed, pending] = await Promise.all((['delivered', 'failed', 'pending'] as const).map((b) => this.rt.store.count(federationIndexes.deliveries(peerId, b))));
+    // the newest deliveries of each outcome: any of them may have met an error on some attempt
+    const recent = await Promise.all((['failed', 'pending', 'delivered'] as const).map((b) => this.rt.store.range(federationIndexes.deliveries(peerId, b), { reverse: true, limit: 20 })));
+    const recs = await this.rt.loadMany<FederationDeliveryContext>(FEDERATION_DELIVERY, recent.flat().map(idOfMember));
+    let last: PeerDeliveryStats['last_error'] = null;
+    for (const r of recs) {
+      const a = r?.context.attempts.filter((x) => x.status === 'failed').at(-1);
+      if (r && a?.error && (!last || a.at > last.at)) last = { at: a.at, call: r.context.call, signal_id: r.context.signal_id, error: a.error };
+    }
+    return { delivered, failed, pending, last_error: last };
+  }
+
+  /** Peers with their delivery counts and last error (GET /admin/peers). */
+  async withDeliveries<P extends { id: string }>(peers: P[]): Promise<(P & { deliveries: PeerDeliveryStats })[]> {
+    return Promise.all(peers.map(async (p) => ({ ...p, deliveries: await this.peerStats(p.id) })));
+  }
+
+  stop(): void {
+    this.out.stop();
+  }
+}
+
+function remoteIdOf(a: Answer): string | null {
+  try {
+    const id = (JSON.parse(a.body) as { data?: { id?: unknown } }).data?.id;
+    return typeof id === 'string' ? id : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * The sending side of federation over real HTTP on both backends, against a stand-in peer (a local HTTP
+ * server checking every proof from the documented formula): emit with to_peer and its refusals, the outbound
+ * delivery retried until the peer answers (the copy's id recorded as federation.remote_id), FED_DELIVERY_FAILED
+ * after the retry budget, the federation events on the push stream and in webhooks, GET /admin/peers counts,
+ * and a delivery that survives a restart of the sending process.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { bootstrap, Client, type Member } from '../helpers/client.js';
+import { startPeerReceiver, type PeerReceiver } from '../helpers/peer-receiver.js';
+import { SseStream } from '../helpers/push.js';
+import { BACKENDS, serversOn, spawnServer } from '../helpers/server.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
+import { emitOk, expectError, expectOk, waitFor } from './support.js';
+
+const until = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 20_000) => waitFor(what, probe, (v) => !!v, timeoutMs, 25);
+const FAST = { ALLOW_PRIVATE_NETWORK: 'true', FEDERATION_BACKOFF_BASE_MS: '100', FEDERATION_TIMEOUT_MS: '2000', WEBHOOK_BACKOFF_BASE_MS: '100' };
+
+/** Trust with the stand-in peer through the route; the receiver learns the secret to check proofs with. */
+async function trustPeer(root: Member, rx: PeerReceiver, scopes = ['task', 'alert']): Promise<string> {
+  const t = expectOk(await root.client.post('/federation/trust', { name: 'org-b', endpoint: rx.url, allowed_scopes: scopes, expires_in: 3600 }), 201);
+  rx.secret = t.shared_secret;
+  return t.peer_id;
+}
+
+/** The signal as its thread shows it (a root: the thread's first entry). */
+const signalOf = async (c: Client, id: string) => (expectOk(await c.get(`/thread/${id}`)).signals as any[]).find((x) => x.id === id);
+const peerRow = async (c: Client, id: string) => (expectOk(await c.get('/admin/peers')) as any[]).find((p) => p.id === id);
+
+describe.each(BACKENDS)('federation outbound on %s', (backend) => {
+  const servers = serversOn(backend);
+  const peers: PeerReceiver[] = [];
+  const peer = async (respond?: PeerReceiver['respond']) => {
+    const r = await startPeerReceiver(respond);
+    peers.push(r);
+    return r;
+  };
+  afterEach(async () => {
+    await Promise.all(peers.splice(0).map((r) => r.close()));
+  });
+
+  it('emit to a peer is validated with the interface codes and lands in no local inbox', async () => {
+    const svc = await servers.start(FAST);
+    const root = await bootstrap(svc.url);
+    const rx = await peer();
+    const peerId = await trustPeer(root, rx, ['task']);
+    expectError(await root.client.post('/emit', { signal_type: 'task', content: 'x', to_peer: '01ARZ3NDEKTSV4RRFFQ69G5FAV', to_role: 'ops' }), 403, 'FED_PEER_DENIED', 'to_peer');
+    expectError(await root.client.post('/emit', { signal_type: 'alert', content: 'x', to_peer: peerId, to_role: 'ops' }), 403, 'FED_SCOPE_DENIED', 'signal_type');
+    expectError(await root.client.post('/emit', { signal_type: 'task', content: 'x', to_peer: peerId }), 400, 'VALIDATION_FIELD_REQUIRED', 'to_role');
+    const pending = expectOk(await root.client.post('/org/company/peers', { name: 'no-trust', endpoint: 'http://127.0.0.1:9/none', allowed_scopes: ['task'] }), 201);
+    expectOk(await root.client.patch(`/org/company/peers/${pending.id}/status`, { status: 'active' }));
+    expectError(await root.client.post('/emit', { signal_type: 'task', content: 'x', to_peer: pending.id, to_role: 'ops' }), 403, 'FED_TRUST_NOT_ESTABLISHED', 'to_peer');
+    expectOk(await root.client.patch(`/org/company/peers/${peerId}/status`, { status: 'suspended' }));
+    expectError(await root.client.post('/emit', { signal_type: 'task', content: 'x', to_peer: peerId, to_role: 'ops' }), 403, 'FED_PEER_DENIED', 'to_peer');
+    expectOk(await root.client.patch(`/org/company/peers/${peerId}/status`, { status: 'active' }));
+
+    const s = await emitOk(root, { signal_type: 'task', content: 'for b', to_peer: peerId, to_role: 'ops' });
+    expect(s).toMatchObject({ to_peer: peerId, to_role: 'ops', federation: { peer_id: peerId, direction: 'outbound', hops: 0, remote_id: null } });
+    const inbox = expectOk(await root.client.get(`/inbox/identity/${root.id}`));
+    expect(JSON.stringify(inbox)).not.toContain(s.id);
+    await until('the copy id recorded', async () => (await signalOf(root.client, s.id)).federation.remote_id === `copy-of-${s.id}`);
+    const [call] = rx.calls;
+    expect(call).toMatchObject({ path: '/federation/deliver', peerId, verified: true });
+    expect(call.body).toMatchObject({ hops: 0, signal: { id: s.id, signal_type: 'task', content: 'for b', to_role: 'ops', from_identity: root.id } });
+  });
+
+  it('an outbound delivery is retried until the peer answers, with the events and the per-peer counts', async () => {
+    const svc = await servers.start(FAST);
+    const root = await bootstrap(svc.url);
+    let failures = 2;
+    const rx = await peer(() => (failures-- > 0 ? 503 : 200));
+    const peerId = await trustPeer(root, rx);
+    const hookRx = await startReceiver();
+    try {
+      const w = expectOk(await root.client.post('/admin/webhooks', { url: hookRx.url, events: ['federation.delivered'] }), 201);
+      hookRx.secret = w.secret;
+      const sse = await SseStream.open(svc.url, { token: root.key }, 'admin stream', ['federation.delivered']);
+      try {
+        const s = await emitOk(root, { signal_type: 'task', content: 'retried', to_peer: peerId, to_role: 'ops' });
+        await until('delivered after two failures', async () => (await signalOf(root.client, s.id)).federation.remote_id);
+        expect(rx.calls.length).toBe(3);
+        expect(rx.calls.every((c) => c.verified && c.body.signal.id === s.id)).toBe(true);
+        // each attempt carries a fresh proof: no nonce repeats
+        expect(new Set(rx.calls.map((c) => c.nonce)).size).toBe(3);
+        await until('the push event', () => sse.events.some((e) => e.signal.id === s.id));
+        await until('the webhook', () => [...hookRx.unique().values()].some((r) => r.body.type === 'federation.delivered' && r.body.data.signal.id === s.id));
+        const row = await peerRow(root.client, peerId);
+        expect(row.deliveries).toMatchObject({ delivered: 1, failed: 0, pending: 0 });
+        expect(row.deliveries.last_error).toMatchObject({ call: 'deliver', signal_id: s.id, error: expect.stringContaining('HTTP 503') });
+        expect(row).not.toHaveProperty('shared_secret');
+      } finally {
+        sse.close();
+      }
+    } finally {
+      await hookRx.close();
+    }
+  });
+
+  it('after the retry budget the signal records FED_DELIVERY_FAILED and federation.failed fires', async () => {
+    const svc = await servers.start({ ...FAST, FEDERATION_RETRY_WINDOW_MS: '1000', FEDERATION_BACKOFF_BASE_MS: '200' });
+    const root = await bootstrap(svc.url);
+    const rx = await peer(() => 503);
+    const peerId = await trustPeer(root, rx);
+    const sse = await SseStream.open(svc.url, { token: root.key }, 'admin stream', ['federation.failed']);
+    try {
+      const s = await emitOk(root, { signal_type: 'task', content: 'doomed', to_peer: peerId, to_role: 'ops' });
+      const failed = await until('the failure recorded', async () => {
+        const x = await signalOf(root.client, s.id);
+        return x.federation.error ? x : undefined;
+      });
+      expect(failed.federation).toMatchObject({ error: 'FED_DELIVERY_FAILED', remote_id: null });
+      expect(rx.calls.length).toBeGreaterThanOrEqual(2);
+      await until('federation.failed pushed', () => sse.events.some((e) => e.signal.id === s.id && e.signal.federation.error === 'FED_DELIVERY_FAILED'));
+      const row = await peerRow(root.client, peerId);
+      expect(row.deliveries).toMatchObject({ delivered: 0, failed: 1, pending: 0 });
+    } finally {
+      sse.close();
+    }
+  });
+
+});
+
+// the sender as its own process (spawnServer), killed mid-retry and started again on the same data dir
+describe('federation outbound across a restart of the sending process (embedded)', () => {
+  const servers = serversOn('embedded');
+  it('a delivery survives a restart of the sending process', async () => {
+    let up = false;
+    const rx = await startPeerReceiver(() => (up ? 200 : 503));
+    const env = await servers.env({ ...FAST, FEDERATION_BACKOFF_BASE_MS: '300' });
+    const first = await spawnServer(env);
+    let second: Awaited<ReturnType<typeof spawnServer>> | undefined;
+    try {
+      const root = await bootstrap(first.url);
+      const peerId = await trustPeer(root, rx);
+      const s = await emitOk(root, { signal_type: 'task', content: 'survive', to_peer: peerId, to_role: 'ops' });
+      await until('a first failed attempt', () => rx.calls.length >= 1);
+      await first.stop('SIGKILL');
+      const before = rx.calls.length;
+      up = true;
+      second = await spawnServer(env);
+      const after = new Client(second.url, root.key);
+      await until('delivered by the restarted sender', async () => (await signalOf(after, s.id)).federation.remote_id === `copy-of-${s.id}`);
+      expect(rx.calls.length).toBeGreaterThan(before);
+      expect((await peerRow(after, peerId)).deliveries).toMatchObject({ delivered: 1, pending: 0 });
+    } finally {
+      await first.stop('SIGKILL');
+      await second?.stop();
+      await rx.close();
+    }
+  });
+});
