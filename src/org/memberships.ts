@@ -2,14 +2,15 @@
  * Memberships: one actor per identity (actor id = identity id, so authentication reads it in the same
  * round trip as the identity), found by its own id through a `membership-id:` record. One central claw
  * per org is a unique record the actor's state claims (`uniques`), so two concurrent claims cannot both
- * commit. Every status or claw-type change appends `membership.changed` to the push journal in its commit:
- * webhooks hear of it, and the identity's own sockets and streams close when it is no longer active.
+ * commit. Every status or claw-type change appends `membership.changed` to the push journal in its commit
+ * (webhooks hear of it); leaving `active` also appends the identity's access-ended entry, on which its own
+ * sockets and streams close (the one access-loss mechanism, docs/realtime.md).
  */
 import { membershipMachine, MEMBERSHIP_STATUS_EVENT, type ClawType, type MembershipContext, type MembershipStatus } from '../../actors/membership.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-import { JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
+import { accessEndedEntry, JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
@@ -40,9 +41,22 @@ export const membershipKind: ActorKind<MembershipContext> = {
     if (!prev) return undefined;
     const m = membershipView(r);
     const entry: EventEntry = { type: 'membership.changed', subject: 'membership', data: { ...m, previous_status: prev.value, previous_claw_type: prev.context.claw_type }, audience: { identities: [m.identity_id] } };
-    return { log: JOURNAL_LOG, entry };
+    // leaving active ends the identity's access in the same commit, whoever sent the event
+    const ended = prev.value === 'active' && r.value !== 'active' ? [{ log: JOURNAL_LOG, entry: accessEndedEntry(m.identity_id, r.value as 'suspended' | 'removed') }] : [];
+    return [{ log: JOURNAL_LOG, entry }, ...ended];
   },
 };
+
+/**
+ * The ops that end an identity's membership as `removed`, for the commit that deletes the identity (which
+ * appends its own access-ended entry). With no move to make, a check that the record is still as read, so a
+ * membership reinstated meanwhile fails the commit and the caller plans again.
+ */
+export async function membershipLeaveOps(rt: Runtime, identityId: string): Promise<Op[]> {
+  const cur = await rt.load<MembershipContext>(MEMBERSHIP, identityId);
+  const move = cur && rt.moveOps(MEMBERSHIP, identityId, cur, { type: 'REMOVE' });
+  return move ? move.ops : [{ op: 'check', key: actorKey(MEMBERSHIP, identityId), expect: cur?.version ?? 0 }];
+}
 
 /** The ops that create an identity's membership (in the identity's own commit), without a runtime at hand. */
 export function membershipCreateOps(identityId: string, company: Company, now = iso()): Op[] {
@@ -115,10 +129,5 @@ export class Memberships {
     if (cur && cur.value.context.claw_type === clawType) return membershipView(cur.value);
     const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: 'SET_CLAW_TYPE', claw_type: clawType });
     return membershipView(done!.record);
-  }
-
-  /** An identity leaving (deleted): its membership ends removed. */
-  async remove(identityId: string): Promise<void> {
-    await this.rt.send(MEMBERSHIP, identityId, { type: 'REMOVE' }, { quiet: true });
   }
 }
