@@ -41,5 +41,13 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships }: Ser
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', handler: async (r) => ({ status: 202, data: await peers.establish(r.params.id, r.principal.identity.id) }) },
   { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
-  { method: 'get', path: '/discovery', auth: 'key', handler: async (r) => ({ data: await discovery.directory(r.principal, r.query) }) },
+  {
+    method: 'get',
+    path: '/discovery',
+    auth: 'key',
+    handler: async (r) => {
+      const data = await discovery.directory(r.principal, r.query);
+      return { data, meta: { cursor: data.cursor } };
+    },
+  },
 ];
