@@ -12,9 +12,9 @@ import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import { accessEndedEntry, JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
-import type { Op, Store } from '../store/port.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
-import { keys, type Company, type Identity, type Membership } from '../identity/model.js';
+import type { Op, Store, Versioned } from '../store/port.js';
+import { forEachPage, scanDesc, type Scanned } from '../store/scan.js';
+import { indexes as identityIndexes, keys, type Company, type Identity, type Membership } from '../identity/model.js';
 
 export const MEMBERSHIP = 'membership';
 export const membershipIndexes = { all: 'memberships', byStatus: (s: string) => `memberships:status:${s}` };
@@ -131,3 +131,42 @@ export class Memberships {
     return membershipView(done!.record);
   }
 }
+
+/**
+ * Before the membership actor (commit 27e63e9) a membership was a plain record `membership:<identity id>`
+ * holding the Membership itself, with no index, no id record and no central-claw claim. Startup moves
+ * each one an identity still has into the actor form and deletes it; a marker record skips the walk on
+ * later starts. Idempotent: an actor already there wins and the old record is only dropped.
+ */
+const legacyKey = (identityId: string) => `membership:${identityId}`;
+const LEGACY_DONE = 'migration:membership-actor';
+
+export async function migrateLegacyMemberships(rt: Runtime): Promise<number> {
+  if (await rt.store.get(LEGACY_DONE)) return 0;
+  let moved = 0;
+  await forEachPage(rt.store, identityIndexes.identities, async (ids) => {
+    const rows = await rt.store.getMany<Membership>(ids.map(legacyKey));
+    for (const [n, row] of rows.entries()) if (row && (await migrateOne(rt, ids[n], row))) moved++;
+  });
+  await rt.store.commit([{ op: 'put', key: LEGACY_DONE, value: { at: iso(), moved } }]);
+  return moved;
+}
+
+async function migrateOne(rt: Runtime, identityId: string, row: Versioned<Membership>): Promise<boolean> {
+  const drop: Op = { op: 'del', key: legacyKey(identityId), expect: row.version };
+  if (await rt.load(MEMBERSHIP, identityId)) {
+    await rt.store.commit([drop]);
+    return false;
+  }
+  const { status, ...context } = row.value;
+  const ops = (claw: ClawType | null): Op[] => [
+    ...rt.createOps<MembershipContext>(MEMBERSHIP, identityId, { value: status, context: { ...context, claw_type: claw } }),
+    { op: 'put', key: idKey(context.id), value: { identity_id: identityId }, expect: 0 },
+    drop,
+  ];
+  const res = await rt.store.commit(ops(context.claw_type as ClawType | null));
+  // a second central claw from before the rule existed keeps its membership without the claim
+  if (!res.ok && res.conflict === CENTRAL_CLAW_KEY) return (await rt.store.commit(ops(null))).ok;
+  return res.ok;
+}
+

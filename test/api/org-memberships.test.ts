@@ -7,9 +7,9 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, refusedUpgrade, SseStream } from '../helpers/push.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import type { Op, Store } from '../../src/store/port.js';
 import { emitOk, expectError, expectOk, ULID, waitFor } from './support.js';
 
@@ -215,5 +215,47 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     ]);
     expect(ops.filter((o) => o.op === 'append' && o.log === 'signals')).toHaveLength(3);
     expect(expectOk(await root.client.get('/org/company')).member_counts.active).toBe((await all()).filter((x) => x.status === 'active').length);
+  });
+  it('memberships stored in the old format (`membership:<identity id>`, before the actor) move to the actor form at startup, once', async () => {
+    const own = await servers.start();
+    const admin = await bootstrap(own.url);
+    const [a, b] = [await join(admin.client, 'old-a'), await join(admin.client, 'old-b')];
+    const ids: Record<string, string> = {};
+    // rewrite their memberships as a store from before the actor holds them: one plain record, no index, no claim
+    for (const [m, status] of [[a, 'suspended'], [b, 'active']] as const) {
+      const c = ((await own.store.get<any>(`actor:membership:${m.id}`))!.value as any).context;
+      ids[m.id] = c.id;
+      await own.store.commit([
+        { op: 'del', key: `actor:membership:${m.id}` },
+        { op: 'del', key: `membership-id:${c.id}` },
+        { op: 'index', index: 'memberships', member: `${c.id}|${m.id}`, remove: true },
+        { op: 'index', index: 'memberships:status:active', member: `${c.id}|${m.id}`, remove: true },
+        { op: 'index', index: 'actors:membership:active', member: `membership:${m.id}`, remove: true },
+        { op: 'put', key: `membership:${m.id}`, value: { id: c.id, identity_id: m.id, company_id: c.company_id, status, claw_type: 'central', created_at: c.created_at, updated_at: c.updated_at } },
+      ]);
+    }
+    // nor the marker this build's first start left: that store was never started by a build with the migration
+    await own.store.commit([{ op: 'del', key: 'migration:membership-actor' }]);
+    await own.close();
+    // the first start moves them; the second finds nothing to do and the same state
+    for (let start = 0; start < 2; start++) {
+      const svcN = await startServer(own.env);
+      try {
+        const client = new Client(svcN.url, admin.key);
+        const list = expectOk(await client.get('/org/company/memberships?limit=100')).memberships;
+        const byIdentity = Object.fromEntries(list.map((m: any) => [m.identity_id, m]));
+        expect(list).toHaveLength(3);
+        // the older of two central claws keeps the claim; the other keeps its membership without it
+        expect(byIdentity[a.id]).toMatchObject({ id: ids[a.id], status: 'suspended', claw_type: 'central' });
+        expect(byIdentity[b.id]).toMatchObject({ id: ids[b.id], status: 'active', claw_type: null });
+        expect(expectOk(await client.get('/org/company')).member_counts).toEqual({ total: 3, active: 2, suspended: 1, removed: 0 });
+        expectError(await client.patch(`/org/company/memberships/${ids[b.id]}/claw-type`, { claw_type: 'central' }), 409, 'ORG_CENTRAL_CLAW_EXISTS');
+        expectError(await new Client(svcN.url, a.key).get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+        expectOk(await new Client(svcN.url, b.key).get('/roles'));
+        expect(await svcN.store.getMany([`membership:${a.id}`, `membership:${b.id}`])).toEqual([undefined, undefined]);
+      } finally {
+        await svcN.close();
+      }
+    }
   });
 });
