@@ -9,6 +9,16 @@ import { refuse, refuseAction } from './refuse.js';
 
 export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
 
+/** How a signal crossed to or from a peer organization (docs/federation.md). */
+export interface SignalFederation {
+  /** the trust's peer id (one id names the relationship on both sides) */
+  peer_id: string;
+  /** the other org's id of the same signal: on an inbound copy, the origin's id */
+  remote_id: string | null;
+  direction: 'inbound' | 'outbound';
+  hops: number;
+}
+
 export interface SignalContext {
   id: string;
   signal_type: string;
@@ -40,8 +50,18 @@ export interface SignalContext {
   protocol_version: 'svc/1.0';
   delivery_count: number;
   max_attempts: number;
+  /** the peer id an inbound copy came from; null for a signal emitted here */
+  source_org: string | null;
+  federation: SignalFederation | null;
   created_at: string;
   updated_at: string;
+  /** acknowledgement tracking (absent on signals stored before it existed): the recipients snapshotted at emit owe an acknowledgement */
+  ack_required?: boolean;
+  ack_due_at?: string | null;
+  ack_recipients?: string[];
+  /** when the due time was checked (once), and the recipients found unacknowledged then */
+  ack_checked_at?: string | null;
+  ack_overdue?: string[];
 }
 
 export type SignalEvent =
@@ -49,7 +69,9 @@ export type SignalEvent =
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number }
   | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed' }
   | { type: 'LEASE_EXPIRED'; now: number }
-  | { type: 'CANCEL'; now: number };
+  | { type: 'CANCEL'; now: number }
+  /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
+  | { type: 'ACK_DUE'; now: number; overdue: string[] };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
@@ -67,6 +89,9 @@ const cancelOpen = [
   { guard: 'notOpen' as const, actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
   { target: 'acked', actions: 'cancel' as const },
 ];
+
+/** The acknowledgement due time is checked once, whatever the delivery state; its result is kept in the state. */
+const ackDue = { guard: 'ackDue' as const, actions: 'noteOverdue' as const };
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
 const ackUnleased = [
@@ -89,6 +114,10 @@ export const signalMachine = setup({
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
     cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
+    noteOverdue: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'ACK_DUE' }>;
+      return { ack_checked_at: iso(e.now), ack_overdue: [...e.overdue] };
+    }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -107,6 +136,8 @@ export const signalMachine = setup({
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
     leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
+    ackDue: ({ context, event }) =>
+      event.type === 'ACK_DUE' && Array.isArray(event.overdue) && ackCheckPending(context) && Date.parse(context.ack_due_at!) <= event.now,
   },
 }).createMachine({
   id: 'signal',
@@ -119,6 +150,7 @@ export const signalMachine = setup({
         CLAIM: claimOpen,
         ACK: ackUnleased,
         CANCEL: cancelOpen,
+        ACK_DUE: ackDue,
       },
     },
     delivered: {
@@ -126,6 +158,7 @@ export const signalMachine = setup({
         CLAIM: claimOpen,
         ACK: ackUnleased,
         CANCEL: cancelOpen,
+        ACK_DUE: ackDue,
       },
     },
     leased: {
@@ -144,6 +177,7 @@ export const signalMachine = setup({
         ],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
         CANCEL: { target: 'acked', actions: 'cancel' },
+        ACK_DUE: ackDue,
       },
     },
     // Transient: a failed attempt goes back to pending, or to dead_letter once attempts run out.
@@ -161,6 +195,7 @@ export const signalMachine = setup({
           { actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
         ],
         CANCEL: cancelOpen,
+        ACK_DUE: ackDue,
       },
     },
     dead_letter: {
@@ -168,12 +203,22 @@ export const signalMachine = setup({
         ACK: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        ACK_DUE: ackDue,
       },
     },
   },
 });
 
-/** The durable timers a persisted signal implies: a leased task expires at the end of its lease. */
+/** Whether the acknowledgement due time is still to be checked. */
+export const ackCheckPending = (c: SignalContext) => c.ack_required === true && typeof c.ack_due_at === 'string' && !c.ack_checked_at;
+
+/**
+ * The durable timers a persisted signal implies: a leased task expires at the end of its lease; an
+ * acknowledgement due time not yet checked is checked when it comes.
+ */
 export function signalTimers(value: string, context: SignalContext): { event: SignalEvent['type']; at: number }[] {
-  return value === 'leased' && context.claim_expires_at ? [{ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) }] : [];
+  const out: { event: SignalEvent['type']; at: number }[] = [];
+  if (value === 'leased' && context.claim_expires_at) out.push({ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) });
+  if (ackCheckPending(context)) out.push({ event: 'ACK_DUE', at: Date.parse(context.ack_due_at!) });
+  return out;
 }

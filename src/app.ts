@@ -10,6 +10,9 @@ import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
+import { Inbound } from './federation/inbound.js';
+import { Nonces } from './federation/nonces.js';
+import { Trust } from './federation/trust.js';
 import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
 import { openEmbedder } from './embedding/provider.js';
@@ -62,6 +65,7 @@ import { rpcRoutes } from './rpc/rpc.js';
 import { Mcp, mcpRoutes } from './mcp/mcp.js';
 import { A2A, a2aRoutes } from './a2a/a2a.js';
 import { methodTable } from './surface/methods.js';
+import { Resources as SurfaceResources } from './surface/resources.js';
 import type { Store } from './store/port.js';
 
 export interface Service {
@@ -120,6 +124,10 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const jobs = new Jobs(runtime, memories, artifacts, log);
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
+  const trust = new Trust(peers);
+  const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs);
+  // one idempotency store: the Idempotency-Key header and a reservation's idempotency_key
+  const idempotency = new Idempotency(store, config.idempotencyTtlMs);
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
@@ -149,9 +157,10 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     memberships: new Memberships(runtime),
     discovery: new Discovery(store, org, peers, () => links.baseUrl),
     webhooks: new Webhooks(runtime, config.allowPrivateNetwork),
-    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }),
+    reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }, idempotency),
+    trust,
+    inbound,
   };
-  const idempotency = new Idempotency(store);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     uploadLimit: config.maxUploadBytes,
@@ -164,6 +173,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       noteIdentity(p.identity.id);
       return p;
     },
+    verifyProof: (call) => inbound.verify(call),
     answered: (a) => {
       metrics.request(a);
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
@@ -180,9 +190,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   front.routes(table);
   const methods = methodTable(services);
   serve(rpcRoutes(methods, log));
-  const mcp = new Mcp(methods, log, VERSION);
-  serve(mcpRoutes(mcp));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
+  const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, onEntry) => realtime.watchJournal(p, onEntry) }, log, VERSION);
+  serve(mcpRoutes(mcp));
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);

@@ -9,6 +9,8 @@ export interface Config {
   baseUrlDefaulted: boolean;
   dataDir: string;
   redisUrl: string | undefined;
+  /** Redis Cluster seed nodes (host:port); exclusive with redisUrl */
+  redisClusterNodes: string[] | undefined;
   redisPrefix: string;
   /** Redis: how long an operation waits for a lost connection to come back before answering DB_CONNECT_FAILED */
   dbConnectTimeoutMs: number;
@@ -21,6 +23,8 @@ export interface Config {
   timerPollMs: number;
   /** the longest ttl_s a reservation may ask for */
   reservationMaxTtlS: number;
+  /** how long an Idempotency-Key (or a reservation's idempotency_key) is remembered */
+  idempotencyTtlMs: number;
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
   pushDrainTimeoutMs: number;
@@ -108,6 +112,21 @@ function s3Config(env: Env): S3Config | undefined {
   return { endpoint, accessKey: need('S3_ACCESS_KEY'), secretKey: need('S3_SECRET_KEY'), bucket, region: env.S3_REGION || 'us-east-1', useSSL: bool(env, 'S3_USE_SSL', false) };
 }
 
+function clusterNodes(env: Env): string[] | undefined {
+  const raw = env.REDIS_CLUSTER_NODES;
+  if (!raw) return undefined;
+  const nodes = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const bad = nodes.find((n) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:]+\]:\d{1,5}$/.test(n) || Number(n.slice(n.lastIndexOf(':') + 1)) > 65535);
+  if (!nodes.length || bad !== undefined) throw new ConfigError(`REDIS_CLUSTER_NODES must be a comma list of host:port, got "${raw}"`);
+  return Object.freeze(nodes) as string[];
+}
+
+/** Where the Redis backend is, if any: one server, or a cluster's seed nodes. */
+export function redisTarget(c: Pick<Config, 'redisUrl' | 'redisClusterNodes'>): { url: string } | { clusterNodes: string[] } | undefined {
+  if (c.redisClusterNodes) return { clusterNodes: c.redisClusterNodes };
+  return c.redisUrl ? { url: c.redisUrl } : undefined;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function readConfig(env: Env = process.env): Readonly<Config> {
@@ -121,6 +140,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
   }
   const redisUrl = env.REDIS_URL || undefined;
   if (redisUrl && !/^rediss?:\/\//.test(redisUrl)) throw new ConfigError(`REDIS_URL must start with redis:// or rediss://, got "${redisUrl}"`);
+  const redisClusterNodes = clusterNodes(env);
+  if (redisUrl && redisClusterNodes) throw new ConfigError('REDIS_URL and REDIS_CLUSTER_NODES are exclusive: set one (a single Redis, or the seed nodes of a Redis Cluster)');
   const logLevel = env.LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const redisPrefix = env.REDIS_PREFIX || 'svc';
@@ -151,6 +172,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     baseUrlDefaulted: !env.BASE_URL,
     dataDir: resolve(env.DATA_DIR || './data'),
     redisUrl,
+    redisClusterNodes,
     redisPrefix,
     dbConnectTimeoutMs: int(env, 'DB_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
     dbQueryTimeoutMs: int(env, 'DB_QUERY_TIMEOUT_MS', 5000, 1, 600_000),
@@ -160,6 +182,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
     reservationMaxTtlS: int(env, 'RESERVATION_MAX_TTL_S', 86_400, 1, 30 * 86_400),
+    idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 86_400_000, 1000, 30 * 86_400_000),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
     // at most 256 MiB: uWS takes a socket's buffer limit as a 32-bit integer, with room for op answers above it
     pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),
@@ -204,6 +227,7 @@ const SETTINGS: Setting[] = [
   { name: 'BASE_URL', value: (c) => c.baseUrl },
   { name: 'DATA_DIR', value: (c) => c.dataDir },
   { name: 'REDIS_URL', value: (c) => c.redisUrl ?? null, secret: true },
+  { name: 'REDIS_CLUSTER_NODES', value: (c) => c.redisClusterNodes?.join(',') ?? null },
   { name: 'REDIS_PREFIX', value: (c) => c.redisPrefix },
   { name: 'DB_CONNECT_TIMEOUT_MS', value: (c) => c.dbConnectTimeoutMs },
   { name: 'DB_QUERY_TIMEOUT_MS', value: (c) => c.dbQueryTimeoutMs },
@@ -247,6 +271,7 @@ const SETTINGS: Setting[] = [
   { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
   { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
   { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
+  { name: 'IDEMPOTENCY_TTL_MS', value: (c) => c.idempotencyTtlMs },
 ];
 export const SETTING_NAMES = SETTINGS.map((s) => s.name);
 

@@ -5,6 +5,7 @@ import { artifactRoutes } from './artifacts.js';
 import { auditRoutes } from './audit.js';
 import { authRoutes } from './auth.js';
 import { identityRoutes } from './identities.js';
+import { federationRoutes } from './federation.js';
 import { healthRoutes } from './health.js';
 import { inviteRoutes } from './invites.js';
 import { memoryRoutes } from './memory.js';
@@ -21,7 +22,7 @@ import { workspaceRoutes } from './workspace.js';
 import { workstreamRoutes } from './workstreams.js';
 
 export const routes = (s: Services): Route[] => {
-  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s), ...reservationRoutes(s)];
+  const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s), ...reservationRoutes(s), ...federationRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
   return table;

@@ -7,7 +7,7 @@ import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.j
 import type { Services } from './services.js';
 
 const ListQuery = compile(Type.Object({ ...ListFilterFields, tags: Type.Optional(Name), after: After, limit: Limit }));
-const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
+export const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
 const EdgeUpdateBody = compile(Type.Object({ relation: Type.Optional(Name), ...EdgeFields }));
 const EdgesQuery = compile(Type.Object({ direction: Type.Optional(Type.Union([Type.Literal('out'), Type.Literal('in'), Type.Literal('both')])), relation: Type.Optional(Name) }));
 const GraphQuery = compile(Type.Object({ depth: Type.Optional(Type.Integer({ minimum: 1, maximum: 3 })), relation: Type.Optional(Name), at: Type.Optional(Time) }));

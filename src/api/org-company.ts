@@ -3,6 +3,7 @@ import type { Route } from '../http/server.js';
 import { compile } from '../validation.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
+import { EstablishBody } from '../federation/schemas.js';
 import type { Services } from './services.js';
 
 const PeerCreate = compile(
@@ -22,7 +23,7 @@ const ClawType = compile(Type.Object({ claw_type: Type.Union([Type.Literal('cent
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const orgInvalid = 'ORG_VALIDATION_FAILED' as const;
 
-export const orgCompanyRoutes = ({ company, peers, discovery, memberships }: Services): Route<Principal>[] => [
+export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust }: Services): Route<Principal>[] => [
   { method: 'get', path: '/org/company', auth: 'key', handler: async () => ({ data: await company.get() }) },
   {
     method: 'get',
@@ -39,7 +40,8 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships }: Ser
   { method: 'get', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.get(r.params.id) }) },
   { method: 'del', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.remove(r.params.id) }) },
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
-  { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', handler: async (r) => ({ status: 202, data: await peers.establish(r.params.id, r.principal.identity.id) }) },
+  // the answer that issues the secret: the only read of it (docs/federation.md)
+  { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
   { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
   {
     method: 'get',

@@ -4,6 +4,8 @@ import type { Siwe } from '../auth/siwe.js';
 import type { Config } from '../config.js';
 import type { AuthRequests } from '../identity/auth-requests.js';
 import type { Wallets } from '../identity/wallets.js';
+import type { Inbound } from '../federation/inbound.js';
+import type { Trust } from '../federation/trust.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
 import type { Identities } from '../identity/identities.js';
@@ -59,4 +61,6 @@ export interface Services {
   memoryStats: MemoryStats;
   actors: Actors;
   reservations: Reservations;
+  trust: Trust;
+  inbound: Inbound;
 }

@@ -24,6 +24,8 @@ const ListQuery = compile(
   }),
 );
 
+const PageQuery = compile(Type.Object({ after: After, limit: Limit }));
+
 const inboxQuery = (q: any) => ({ ...q, types: commaList(q.type) });
 
 export const signalRoutes = (s: Services): Route<Principal>[] => [
@@ -48,6 +50,13 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
       const filter = { ...q, types: commaList(q.type), since: q.since ? Date.parse(q.since) : undefined };
       return pageReply('signals', await s.signals.list(r.principal, filter, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT));
     },
+  },
+  {
+    method: 'get',
+    path: '/signals/:id/receipts',
+    auth: 'key',
+    query: PageQuery,
+    handler: async (r) => pageReply('receipts', await s.signals.receipts(r.principal, r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
   { method: 'get', path: '/thread/:id', auth: 'key', handler: async (r) => ({ data: { signals: await s.signals.thread(r.principal, r.params.id) } }) },
   {

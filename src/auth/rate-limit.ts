@@ -1,14 +1,15 @@
 /**
  * Per-key rate limits with rate-limiter-flexible: a one-minute window of `rate_limit` (the key's own, else
  * RATE_LIMIT_DEFAULT) requests. Embedded: counters in process memory. Redis: counters in Redis, so every
- * instance on one Redis spends the same budget. The store port hides its Redis client, so this module
- * keeps a small client of its own.
+ * instance on one Redis (or Redis Cluster) spends the same budget. The store port hides its Redis link, so
+ * this module keeps a small one of its own: with the store's guard, a Redis outage or a cluster failover
+ * answers DB_CONNECT_FAILED / DB_QUERY_TIMEOUT here too, never a raw client error.
  */
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { createClient } from 'redis';
-import type { Config } from '../config.js';
+import { redisTarget, type Config } from '../config.js';
 import { AppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
+import { openRedisLink } from '../store/redis-link.js';
 
 const WINDOW_S = 60;
 
@@ -22,18 +23,17 @@ export class RateLimits {
     private closeClient: () => Promise<void>,
   ) {}
 
-  static async open(config: Pick<Config, 'rateLimitDefault' | 'redisUrl' | 'redisPrefix'>): Promise<RateLimits> {
-    if (!config.redisUrl) return new RateLimits(config.rateLimitDefault, (points) => new RateLimiterMemory({ points, duration: WINDOW_S }), async () => {});
-    const client = createClient({ url: config.redisUrl, socket: { reconnectStrategy: (n) => Math.min(50 * 2 ** n, 2000) } });
-    client.on('error', () => {}); // reconnects by itself; the store's health check reports reachability
-    await client.connect();
+  static async open(config: Pick<Config, 'rateLimitDefault' | 'redisUrl' | 'redisClusterNodes' | 'redisPrefix' | 'dbConnectTimeoutMs' | 'dbQueryTimeoutMs'>): Promise<RateLimits> {
+    const target = redisTarget(config);
+    if (!target) return new RateLimits(config.rateLimitDefault, (points) => new RateLimiterMemory({ points, duration: WINDOW_S }), async () => {});
+    const link = await openRedisLink(target, { connectTimeoutMs: config.dbConnectTimeoutMs, queryTimeoutMs: config.dbQueryTimeoutMs });
+    // the limiter spends points with one EVAL on its key (a hash-tag-free key: one slot per rate-limit key)
+    const storeClient = { eval: (script: string, o: { keys: string[]; arguments: string[] }) => link.run((c) => c.eval(script, o)) };
     const keyPrefix = `${config.redisPrefix}:ratelimit`;
     return new RateLimits(
       config.rateLimitDefault,
-      (points) => new RateLimiterRedis({ storeClient: client, useRedisPackage: true, points, duration: WINDOW_S, keyPrefix }),
-      async () => {
-        await Promise.race([client.close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
-      },
+      (points) => new RateLimiterRedis({ storeClient, useRedisPackage: true, points, duration: WINDOW_S, keyPrefix }),
+      () => link.close(),
     );
   }
 

@@ -38,7 +38,7 @@ export function makeProof(secret: string, method: string, path: string, body: st
 }
 
 /** The two headers of an outbound federation call. */
-export function proofHeaders(peerId: string, secret: string, method: string, path: string, body: string, ts: number): Record<string, string> {
+export function proofHeaders(peerId: string, secret: string, method: string, path: string, body: string | Uint8Array, ts: number): Record<string, string> {
   return { 'X-Federation-Peer-Id': peerId, 'X-Federation-Proof': JSON.stringify(makeProof(secret, method, path, body, ts)) };
 }
 

@@ -15,8 +15,21 @@ import { bodyStream, sendStream } from './stream.js';
 import { validate, validateQuery, type Validator } from '../validation.js';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'del';
-/** public: no key; optional: a key if given; key: any valid key; admin: an admin identity's key */
-export type AuthMode = 'public' | 'optional' | 'key' | 'admin';
+/**
+ * public: no key; optional: a key if given; key: any valid key; admin: an admin identity's key;
+ * proof: a federation peer's signed request (X-Federation-Peer-Id + X-Federation-Proof over the raw body)
+ */
+export type AuthMode = 'public' | 'optional' | 'key' | 'admin' | 'proof';
+
+/** What a proof route's verifier is given: the request exactly as received. */
+export interface SignedCall {
+  method: string;
+  /** the request path without its query */
+  path: string;
+  headers: Record<string, string>;
+  /** the raw body bytes, the ones the proof's body_sha256 covers */
+  body: Buffer;
+}
 
 export interface Request<P = any> {
   requestId: string;
@@ -31,6 +44,8 @@ export interface Request<P = any> {
   raw?: Buffer;
   /** aborted when the client goes away: long answers (streams) stop on it */
   signal?: AbortSignal;
+  /** proof routes: the verified calling peer */
+  peer?: any;
 }
 
 export interface Reply {
@@ -83,6 +98,8 @@ export interface FrontEndOptions<P> {
   log: Logger;
   /** resolves an Authorization header to a principal, or throws AUTH_KEY_* (or RATE_LIMIT_EXCEEDED) */
   authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
+  /** verifies a proof route's signed call, or throws FED_*; answers the calling peer */
+  verifyProof?(call: SignedCall): Promise<unknown>;
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
   answered?(a: Answered): void;
@@ -91,6 +108,7 @@ export interface FrontEndOptions<P> {
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
+const METHOD_NAME: Record<Method, string> = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', del: 'DELETE' };
 
 export class FrontEnd<P> {
   readonly app: TemplatedApp = uws.App();
@@ -122,6 +140,7 @@ export class FrontEnd<P> {
       const x = exchange(res);
       const rid = requestId();
       const start = performance.now();
+      const url = req.getUrl();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
@@ -136,20 +155,22 @@ export class FrontEnd<P> {
         return this.report(x, { requestId: rid }, r.method, r.path, start);
       }
       const scope: RequestScope = { requestId: rid };
-      void withRequest(scope, () => this.run(x, rid, r, params, headers, rawQuery, body, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
+      void withRequest(scope, () => this.run(x, rid, r, url, params, headers, rawQuery, body, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
+  private async run(x: Exchange, rid: string, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
     try {
-      const principal = r.auth === 'public' ? (undefined as P) : r.auth === 'optional' && !headers.authorization ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
+      const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
+      const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (stream?.errored) throw stream.errored;
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
+      const peer = r.auth === 'proof' ? await this.verified({ method: METHOD_NAME[r.method], path: url, headers, body: raw ?? Buffer.alloc(0) }) : undefined;
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;
-      const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
+      const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, peer, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;
       const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, `${r.method} ${r.path} ${JSON.stringify(params)} ${JSON.stringify(body ?? null)}`, exec) : await exec();
       // an upload the handler did not read to its end is dropped, not left paused
@@ -163,6 +184,11 @@ export class FrontEnd<P> {
       stream?.destroy();
       this.fail(x, rid, e);
     }
+  }
+
+  private async verified(call: SignedCall): Promise<unknown> {
+    if (!this.opts.verifyProof) throw new AppError('FED_PEER_DENIED', 'Federation is not served here');
+    return this.opts.verifyProof(call);
   }
 
   private report(x: Exchange, scope: RequestScope, method: string, route: string, start: number): void {

@@ -72,6 +72,8 @@ export interface Principal {
   identity: Identity;
   key: ApiKey;
   membership: Membership | undefined;
+  /** set when the principal is a federation peer org reading memories by a signed call (src/memory/acl.ts peerPrincipal) */
+  peer?: string;
   /** the request this principal acts in (set by the front end), recorded in audit entries */
   requestId?: string;
   /** the key's rate-limit budget after this request, for the RateLimit-* headers */

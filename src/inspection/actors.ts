@@ -97,7 +97,7 @@ export class Actors {
   private view(kind: string, id: string, rec: ActorRecord, version: number): ActorView {
     return {
       ...summary(kind, id, rec, version),
-      context: rec.context,
+      context: this.runtime.shownContext(kind, rec),
       timers: this.runtime.timersOf(kind, rec).map((t) => ({ event: t.event, at: new Date(t.at).toISOString() })),
       transitions: [...(rec.history ?? [])].reverse(),
     };

@@ -2,19 +2,35 @@
  * MCP over Streamable HTTP: the SDK's McpServer with its Web-standard transport, one pair per session,
  * fed a fetch `Request` built from the uWebSockets.js request; its `Response` is streamed back by the
  * front end. Tools are entries of the shared method table, so a tool does exactly what /rpc does; their
- * input schemas are the table's TypeBox schemas (TypeBox schemas are JSON Schema).
+ * input schemas are the table's TypeBox schemas (TypeBox schemas are JSON Schema). Resources are the
+ * surface's (src/surface/resources.ts); a session's subscriptions tail the push journal through a
+ * `JournalWatch` that src/app.ts wires to the push hub, and their notifications go out on the session's
+ * standalone SSE stream (GET /mcp).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListResourcesRequestSchema,
+  ListResourceTemplatesRequestSchema,
+  ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+  type CallToolResult,
+} from '@modelcontextprotocol/sdk/types.js';
 import { randomUUID } from 'node:crypto';
 import { isAppError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
+import { accessEndedFor, type JournalEntry } from '../journal/journal.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
+import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
 
-/** The interface's eighteen tools and the method each one is. A tool whose method is not in the table is not offered. */
+/** The interface's eighteen tools, the three reservation tools (issue 17), and the method each one is. A tool whose method is not in the table is not offered. */
 export const TOOLS: Record<string, string> = {
   svc_emit_signal: 'signals.emit',
   svc_batch_emit: 'signals.batch_emit',
@@ -34,7 +50,23 @@ export const TOOLS: Record<string, string> = {
   svc_memory_update: 'memory.update',
   svc_memory_forget: 'memory.forget',
   svc_memory_relate: 'memory.relate',
+  svc_reserve_paths: 'reservations.create',
+  svc_release_paths: 'reservations.release',
+  svc_check_reservations: 'reservations.conflicts',
 };
+
+/** Committed journal entries for one principal, as they happen; the push hub provides it (wired in src/app.ts). */
+export interface JournalWatch {
+  watch(p: Principal, onEntry: (e: JournalEntry, seen: Seen) => void): () => void;
+}
+
+/** MCP's code for an unknown resource (the specification's -32002). */
+const RESOURCE_NOT_FOUND = -32002;
+/** a refusal of a read: its catalogue code in data.code, as /rpc's domain errors */
+const DOMAIN_ERROR = -32000;
+
+/** URIs one session may watch at once */
+export const MAX_SUBSCRIPTIONS = 100;
 
 /** Open sessions held at most; the least recently used one is closed to make room. */
 export const MAX_SESSIONS = 1000;
@@ -42,7 +74,49 @@ export const MAX_SESSIONS = 1000;
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   owner: string;
+  subs: Subscriptions;
 }
+
+/** One session's subscribed URIs and the journal tail that serves them (attached while any is subscribed). */
+class Subscriptions {
+  private uris = new Map<string, (e: JournalEntry, seen: Seen) => boolean>();
+  private stop: (() => void) | undefined;
+
+  constructor(
+    private watch: JournalWatch,
+    private notify: (uri: string) => void,
+    private log: Logger,
+  ) {}
+
+  add(p: Principal, uri: string, changed: (e: JournalEntry, seen: Seen) => boolean): void {
+    if (!this.uris.has(uri) && this.uris.size >= MAX_SUBSCRIPTIONS) throw new McpError(ErrorCode.InvalidRequest, `A session watches at most ${MAX_SUBSCRIPTIONS} resources`);
+    this.uris.set(uri, changed);
+    this.stop ??= this.watch.watch(p, (e, seen) => {
+      // the hub's fan-out must not fail on one session's filter
+      try {
+        // the identity was deleted, suspended or removed: it watches nothing more
+        if (accessEnds(e, p.identity.id)) return this.close();
+        for (const [u, f] of this.uris) if (f(e, seen)) this.notify(u);
+      } catch (err) {
+        this.log.warn({ err }, 'mcp subscription filter failed');
+      }
+    });
+  }
+
+  remove(uri: string): void {
+    this.uris.delete(uri);
+    if (!this.uris.size) this.close();
+  }
+
+  close(): void {
+    this.uris.clear();
+    this.stop?.();
+    this.stop = undefined;
+  }
+}
+
+/** The identity was deleted, or its membership left `active`: the journal's one access-ended entry (the push channels' rule too). */
+const accessEnds = (e: JournalEntry, identityId: string): boolean => accessEndedFor(e, identityId) !== undefined;
 
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };
 
@@ -51,6 +125,8 @@ export class Mcp {
 
   constructor(
     private table: MethodTable,
+    private resources: Resources,
+    private watch: JournalWatch,
     private log: Logger,
     private version: string,
   ) {}
@@ -61,17 +137,50 @@ export class Mcp {
       .map(([name, method]) => ({ name, description: this.table[method].description, inputSchema: jsonSchema(this.table[method].params.schema) }));
   }
 
-  private server(): McpServer {
-    const mcp = new McpServer({ name: 'agent-coordination-service', version: this.version }, { capabilities: { tools: {} } });
+  private server(subs: () => Subscriptions): McpServer {
+    const mcp = new McpServer({ name: 'agent-coordination-service', version: this.version }, { capabilities: { tools: {}, resources: { subscribe: true } } });
     mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools() }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const method = Object.hasOwn(TOOLS, req.params.name) ? TOOLS[req.params.name] : undefined;
       if (!method || !(method in this.table)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${req.params.name}`);
-      const principal = (extra.authInfo?.extra as { principal?: Principal } | undefined)?.principal;
-      if (!principal) throw new McpError(ErrorCode.InternalError, 'No identity on this request');
-      return this.call(method, principal, req.params.arguments ?? {});
+      return this.call(method, principalOf(extra), req.params.arguments ?? {});
+    });
+    mcp.server.setRequestHandler(ListResourcesRequestSchema, (_req, extra) => ({ resources: this.resources.list(principalOf(extra)) }));
+    mcp.server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: TEMPLATES }));
+    mcp.server.setRequestHandler(ReadResourceRequestSchema, async (req, extra) => {
+      const uri = req.params.uri;
+      const data = await this.read(this.locate(uri), principalOf(extra));
+      return { contents: [{ uri, mimeType: 'application/json', text: JSON.stringify(data) }] };
+    });
+    // a subscription is granted only to a caller that may read the resource now
+    mcp.server.setRequestHandler(SubscribeRequestSchema, async (req, extra) => {
+      const p = principalOf(extra);
+      const found = this.locate(req.params.uri);
+      subs().add(p, req.params.uri, found.changedBy(p, await this.read(found, p)));
+      return {};
+    });
+    mcp.server.setRequestHandler(UnsubscribeRequestSchema, (req) => {
+      subs().remove(req.params.uri);
+      return {};
     });
     return mcp;
+  }
+
+  private locate(uri: string): Located {
+    const found = this.resources.locate(uri);
+    if (!found) throw new McpError(RESOURCE_NOT_FOUND, 'Resource not found', { uri });
+    return found;
+  }
+
+  /** A refused read is a protocol error carrying the catalogue error, as /rpc's domain errors do. */
+  private async read(found: Located, p: Principal): Promise<unknown> {
+    try {
+      return await found.read(p);
+    } catch (e) {
+      if (!isAppError(e)) this.log.error({ err: e }, 'mcp resource read failed');
+      const error = errorOf(e);
+      throw new McpError(error.code.endsWith('_NOT_FOUND') ? RESOURCE_NOT_FOUND : DOMAIN_ERROR, error.message, error);
+    }
   }
 
   private async call(method: string, p: Principal, args: unknown): Promise<CallToolResult> {
@@ -127,11 +236,16 @@ export class Mcp {
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
-    session = { transport, owner };
+    const server = this.server(() => session.subs);
+    const subs = new Subscriptions(this.watch, (uri) => {
+      server.server.sendResourceUpdated({ uri }).catch((err: unknown) => this.log.warn({ err, uri }, 'mcp resource update not sent'));
+    }, this.log);
+    session = { transport, owner, subs };
     transport.onclose = () => {
+      subs.close();
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
     };
-    await this.server().connect(transport);
+    await server.connect(transport);
     return session;
   }
 
@@ -161,6 +275,12 @@ export function mcpRoutes(mcp: Mcp): Route<Principal>[] {
     { method: 'get', path: '/mcp', auth: 'key', raw: true, handler: handler('GET') },
     { method: 'del', path: '/mcp', auth: 'key', raw: true, handler: handler('DELETE') },
   ];
+}
+
+function principalOf(extra: { authInfo?: { extra?: Record<string, unknown> } }): Principal {
+  const p = (extra.authInfo?.extra as { principal?: Principal } | undefined)?.principal;
+  if (!p) throw new McpError(ErrorCode.InternalError, 'No identity on this request');
+  return p;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -1,7 +1,8 @@
 /**
  * Namespace ACL. `agent:{id}`: only that identity; `role:{name}`: the role's fillers; `ring:{name}`: the
  * ring's members; `org`: every member. A share adds read access for its grantee. A key's
- * `permissions.memory_scopes` (exact names or `prefix:*`) narrows all of it further.
+ * `permissions.memory_scopes` (exact names or `prefix:*`) narrows all of it further. A federation peer
+ * (peerPrincipal) is no member: it owns no namespace and reads only what a live share to its org grants.
  */
 import { AppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
@@ -25,6 +26,21 @@ export function canonicalNamespace(ns: string): string {
 
 export const inScopes = (scopes: string[], ns: string) => !scopes.length || scopes.some((s) => (s.endsWith('*') ? ns.startsWith(s.slice(0, -1)) : s === ns));
 
+/** The principal a peer org's signed read acts as: `peer:<peer_id>`, no membership, no key scopes. */
+export function peerPrincipal(peerId: string): Principal {
+  const id = `peer:${peerId}`;
+  const at = new Date(0).toISOString();
+  return {
+    identity: { id, name: id, type: 'peer', wallet_address: null, agent_8004_id: null, capabilities: [], tags: [], is_admin: false, reputation: { score: 0, feedback_count: 0, fetched_at: null }, created_at: at, updated_at: at, last_seen: null },
+    key: { id, owner: id, permissions: { signal_types: [], rings: [], task_types: [], memory_scopes: [] }, ring_scopes: [], created_at: at, expires_at: null, revoked: false, rate_limit: null, hash: '' },
+    membership: undefined,
+    peer: peerId,
+  };
+}
+
+/** A peer is refused a namespace as a cross-org read; a member by the namespace ACL. */
+const deniedCode = (p: Principal) => (p.peer !== undefined ? 'MEMORY_ORG_DENIED' : 'MEMORY_NAMESPACE_DENIED');
+
 export interface Grants {
   /** namespaces shared with this principal (read only) */
   sharedWith(p: Principal, places: Places): Promise<string[]>;
@@ -47,6 +63,7 @@ export class Acl {
   ) {}
 
   async places(p: Principal): Promise<Places> {
+    if (p.peer !== undefined) return { roleIds: [], ringIds: [], roles: new Set(), rings: new Set() };
     const { roles, rings } = await this.org.placesOf(p.identity.id);
     const [r, g] = await Promise.all([
       Promise.all(roles.map((id) => this.org.role(id).then((x) => x.name.toLowerCase(), () => undefined))),
@@ -58,7 +75,7 @@ export class Acl {
   /** Namespaces the principal owns a part of: it may write there. */
   owns(p: Principal, places: Places, ns: string): boolean {
     const n = parseNamespace(ns);
-    if (!n) return false;
+    if (!n || p.peer !== undefined) return false;
     if (n.kind === 'org') return true;
     if (n.kind === 'agent') return n.name === p.identity.id;
     return (n.kind === 'role' ? places.roles : places.rings).has(n.name.toLowerCase());
@@ -77,13 +94,13 @@ export class Acl {
   /** The canonical namespace, or MEMORY_NAMESPACE_DENIED. */
   async assertRead(p: Principal, raw: string): Promise<string> {
     const ns = canonicalNamespace(raw);
-    if (!(await this.canRead(p, ns))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No read access to namespace ${ns}`, { namespace: ns });
+    if (!(await this.canRead(p, ns))) throw new AppError(deniedCode(p), `No read access to namespace ${ns}`, { namespace: ns });
     return ns;
   }
 
   async assertWrite(p: Principal, raw: string): Promise<string> {
     const ns = canonicalNamespace(raw);
-    if (!(await this.canWrite(p, ns))) throw new AppError('MEMORY_NAMESPACE_DENIED', `No write access to namespace ${ns}`, { namespace: ns });
+    if (!(await this.canWrite(p, ns))) throw new AppError(deniedCode(p), `No write access to namespace ${ns}`, { namespace: ns });
     return ns;
   }
 
@@ -104,7 +121,7 @@ export class Acl {
   /** Every namespace the principal may read, for reads across namespaces (recall). */
   async readable(p: Principal): Promise<string[]> {
     const pl = await this.places(p);
-    const own = ['org', `agent:${p.identity.id}`, ...[...pl.roles].map((r) => `role:${r}`), ...[...pl.rings].map((r) => `ring:${r}`)];
+    const own = p.peer !== undefined ? [] : ['org', `agent:${p.identity.id}`, ...[...pl.roles].map((r) => `role:${r}`), ...[...pl.rings].map((r) => `ring:${r}`)];
     const shared = (await this.grants?.sharedWith(p, pl)) ?? [];
     return [...new Set([...own, ...shared])].filter((ns) => inScopes(p.key.permissions.memory_scopes, ns));
   }

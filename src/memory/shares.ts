@@ -79,7 +79,7 @@ export class Shares implements Grants {
     return (await this.list())
       .filter((s) => s.expires_at === null || Date.parse(s.expires_at) > t)
       .filter((s) =>
-        s.grantee_type === 'identity' ? s.grantee === p.identity.id : s.grantee_type === 'role' ? places.roles.has(s.grantee) : s.grantee_type === 'ring' ? places.rings.has(s.grantee) : false,
+        s.grantee_type === 'identity' ? s.grantee === p.identity.id : s.grantee_type === 'role' ? places.roles.has(s.grantee) : s.grantee_type === 'ring' ? places.rings.has(s.grantee) : s.grantee === p.peer,
       )
       .map((s) => s.namespace);
   }

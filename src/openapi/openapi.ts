@@ -31,7 +31,7 @@ const AREA: [RegExp, ErrorCode[]][] = [
 export function routeErrors(r: Route): ErrorCode[] {
   const codes = new Set<ErrorCode>(['INTERNAL_SERVER_ERROR']);
   if (r.auth === 'key' || r.auth === 'admin') codes.add('AUTH_KEY_MISSING');
-  if (r.auth !== 'public') for (const c of ['AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED'] as const) codes.add(c);
+  if (r.auth !== 'public' && r.auth !== 'proof') for (const c of ['AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED'] as const) codes.add(c);
   if (r.auth === 'admin') codes.add('AUTH_ADMIN_REQUIRED');
   if (r.body) codes.add('PAYLOAD_TOO_LARGE');
   if (r.invalid) codes.add(r.invalid);
@@ -102,7 +102,7 @@ function operation(r: Route) {
   const names = [...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
   return {
     operationId: `${METHOD[r.method]}${r.path.replace(/[/:.-]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
-    security: r.auth === 'public' ? (r.path === '/metrics' ? [{}, { metricsToken: [] }] : []) : r.auth === 'optional' ? [{}, { apiKey: [] }] : [{ apiKey: [] }],
+    security: r.auth === 'public' ? (r.path === '/metrics' ? [{}, { metricsToken: [] }] : []) : r.auth === 'optional' ? [{}, { apiKey: [] }] : r.auth === 'proof' ? [{ federationPeer: [], federationProof: [] }] : [{ apiKey: [] }],
     ...(r.auth === 'admin' ? { 'x-auth': 'admin' } : { 'x-auth': r.auth }),
     parameters: [...names.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } })), ...queryParameters(r)],
     ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(r.body.schema) } } } } : {}),
@@ -134,6 +134,8 @@ export function openApi(table: Route[]) {
         apiKey: { type: 'http', scheme: 'bearer', description: 'an API key (svc_...)' },
         metricsToken: { type: 'http', scheme: 'bearer', description: 'METRICS_TOKEN, when the operator set one' },
         tokenQuery: { type: 'apiKey', in: 'query', name: 'token' },
+        federationPeer: { type: 'apiKey', in: 'header', name: 'X-Federation-Peer-Id', description: "the trust's peer_id (docs/federation.md)" },
+        federationProof: { type: 'apiKey', in: 'header', name: 'X-Federation-Proof', description: 'the HMAC proof {ts, nonce, body_sha256, signature} as JSON (docs/federation.md)' },
       },
     },
     paths,

@@ -2,7 +2,7 @@
  * Peer organizations: the peer actor kind (hosted by the runtime like the signal kind) and its service.
  * The endpoint is unique: a `peer-endpoint:` record written with expect:0 in the creating commit.
  */
-import { newPeer, peerMachine, PEER_STATUS_EVENT, type PeerContext, type PeerState } from '../../actors/peer.js';
+import { newPeer, newTrustedPeer, peerMachine, peerTimers, PEER_STATUS_EVENT, type PeerContext, type PeerState } from '../../actors/peer.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
@@ -25,10 +25,15 @@ export const peerKind: ActorKind<PeerContext> = {
     [peerIndexes.all, r.context.id],
     [peerIndexes.byStatus(r.value), r.context.id],
   ],
-  timers: () => [],
+  timers: (r) => peerTimers(r.context),
+  hidden: ['shared_secret'],
 };
 
-export const peerView = (r: ActorRecord<PeerContext>) => ({ ...r.context, status: r.value as PeerState });
+/** The peer as read routes show it: never the shared secret. */
+export const peerView = (r: ActorRecord<PeerContext>) => {
+  const { shared_secret: _s, ...fields } = r.context;
+  return { ...fields, status: r.value as PeerState };
+};
 export type Peer = ReturnType<typeof peerView>;
 
 /** One spelling per endpoint: scheme and host lower-cased by URL, no trailing slash. */
@@ -50,16 +55,36 @@ export interface PeerCreate {
   allowed_scopes?: string[];
 }
 
+export interface PeerTrust {
+  shared_secret: string;
+  expires_at: string;
+}
+
 export class Peers {
   constructor(private rt: Runtime) {}
 
   async create(by: string, body: PeerCreate): Promise<Peer> {
+    return peerView(await this.insert(by, body, newId()));
+  }
+
+  /** A peer created with its trust, active at once; `id` is given when recording the other side of a trust. */
+  async createTrusted(by: string, body: PeerCreate, trust: PeerTrust, id: string = newId()): Promise<ActorRecord<PeerContext>> {
+    return this.insert(by, body, id, trust);
+  }
+
+  private async insert(by: string, body: PeerCreate, id: string, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
     const endpoint = normalEndpoint(body.endpoint);
-    const id = newId();
-    const rec = newPeer({ id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], created_by: by, created_at: iso() });
+    const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], created_by: by, created_at: iso() };
+    const rec = trust ? newTrustedPeer(fields, trust) : newPeer(fields);
     const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec)]);
-    if (!res.ok) throw new AppError('DISC_PEER_DUPLICATE', `A peer with endpoint ${endpoint} exists`, { field: 'endpoint' });
-    return peerView(rec);
+    if (res.ok) return rec;
+    if (res.conflict === endpointKey(endpoint)) throw new AppError('DISC_PEER_DUPLICATE', `A peer with endpoint ${endpoint} exists`, { field: 'endpoint' });
+    throw new AppError('DISC_PEER_DUPLICATE', `A peer with id ${id} exists`, { field: 'peer_id' });
+  }
+
+  /** The stored record, secret included: for the federation trust only, never for a read route. */
+  async record(id: string): Promise<ActorRecord<PeerContext> | undefined> {
+    return (await this.rt.load<PeerContext>(PEER, id))?.value;
   }
 
   async get(id: string): Promise<Peer> {
@@ -80,10 +105,10 @@ export class Peers {
     return peerView(done!.record);
   }
 
-  /** Records the trust request; the federation handshake builds on it. */
-  async establish(id: string, by: string): Promise<Peer> {
-    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by });
-    return peerView(done!.record);
+  /** Records a trust (a new secret, or the other side's) on an existing peer; a pending peer becomes active. */
+  async establish(id: string, by: string, trust: PeerTrust): Promise<ActorRecord<PeerContext>> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by, ...trust });
+    return done!.record;
   }
 
   /** Deletes the actor, its index entries and its endpoint record in one commit (version-checked). */

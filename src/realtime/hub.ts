@@ -65,7 +65,7 @@ export class Hub {
     this.unsubscribe = await this.store.subscribe<JournalEntry>(JOURNAL_LOG, (e) => this.enqueue(e));
     this.lastSeq = await this.store.lastSeq(JOURNAL_LOG);
     this.catchUp = setInterval(() => {
-      this.chain = this.chain.then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
+      this.chain = this.chain.then(() => this.rewind()).then(() => this.fill()).catch((err) => this.log.warn({ err }, 'push hub catch-up failed'));
       void this.trim().catch((err) => this.log.warn({ err }, 'journal trim failed'));
     }, CATCH_UP_MS);
     this.catchUp.unref();
@@ -93,6 +93,20 @@ export class Hub {
   async assertResumable(after: number): Promise<void> {
     const start = await this.store.logStart(JOURNAL_LOG);
     if (after + 1 < start) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String(start - 1) });
+  }
+
+  /**
+   * The stored journal ends before this hub's position only when entries the hub saw were lost: a Redis master
+   * that published them died before its replica had them, and the promoted replica hands their sequences to
+   * new entries. Go back to where the journal ends, so those entries are pushed rather than skipped (a client
+   * may get a cursor twice, which the at-least-once push allows).
+   */
+  private async rewind(): Promise<void> {
+    const stored = await this.store.lastSeq(JOURNAL_LOG);
+    if (stored >= this.lastSeq) return;
+    this.log.warn({ hub: this.lastSeq, journal: stored }, 'journal ends before the push hub: entries were lost in a failover; pushing from the journal end');
+    this.lastSeq = stored;
+    for (const slot of this.slots.values()) slot.sub.lastSeq = Math.min(slot.sub.lastSeq, stored);
   }
 
   /** Processes whatever the stored journal has beyond this hub's position. */

@@ -8,11 +8,12 @@ import type { Signals } from '../signals/service.js';
 import type { Store } from '../store/port.js';
 import type { Exchange } from '../http/uws.js';
 import type { Links } from '../http/links.js';
-import { ReachCache } from './audience.js';
+import { Audience, ReachCache } from './audience.js';
 import { Deliverer } from './deliverer.js';
 import { Hub, type Subscriber } from './hub.js';
 import type { RateLimits } from '../auth/rate-limit.js';
-import { isSignalEntry } from '../journal/journal.js';
+import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import type { Principal } from '../identity/model.js';
 import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
 import { mountSse } from './sse.js';
@@ -61,6 +62,40 @@ export class Realtime {
       wants: (e) => isSignalEntry(e) && e.signal.id === signalId,
       deliver: (e) => {
         if (isSignalEntry(e)) onChange(e.signal);
+        return 'sent';
+      },
+      room: async () => open,
+      fail: () => (open = false),
+    };
+    void this.hub.attach(sub);
+    return () => {
+      open = false;
+      this.hub.detach(sub);
+    };
+  }
+
+  /**
+   * Every committed journal entry from now on, for one principal (MCP resource subscriptions), told lazily
+   * whether this principal's own push would show it (admins see all) and whether it lands in its inbox.
+   */
+  watchJournal(p: Principal, onEntry: (e: JournalEntry, seen: { shown: boolean; recipient: boolean }) => void): () => void {
+    const audience = new Audience(p, this.reach, p.identity.is_admin);
+    let open = true;
+    const sub: Subscriber = {
+      lastSeq: 0,
+      get open() {
+        return open;
+      },
+      wants: () => true,
+      deliver: (e) => {
+        onEntry(e, {
+          get shown() {
+            return audience.wants(e);
+          },
+          get recipient() {
+            return audience.isRecipient(e);
+          },
+        });
         return 'sent';
       },
       room: async () => open,

@@ -81,7 +81,7 @@ class Connection implements Subscriber {
   wants(e: JournalEntry, seq: number): boolean {
     const ended = accessEnds(e, seq, this.audience.principal.identity.id, this.verifiedAt);
     if (ended) {
-      if (!this.closed) this.fatal(CLOSE.unauthorized, accessError(ended));
+      if (!this.closed) this.fatal(ended === 'deleted' ? CLOSE.unauthorized : CLOSE.forbidden, accessError(ended));
       return false;
     }
     return this.audience.wants(e);
@@ -193,7 +193,8 @@ class Connection implements Subscriber {
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
     } catch (e) {
-      if (isAppError(e) && (e.code.startsWith('AUTH_KEY_') || e.code === 'POLICY_MEMBERSHIP_REQUIRED')) return this.fatal(CLOSE.unauthorized, e);
+      if (isAppError(e) && e.code.startsWith('AUTH_KEY_')) return this.fatal(CLOSE.unauthorized, e);
+      if (isAppError(e) && e.code === 'POLICY_MEMBERSHIP_REQUIRED') return this.fatal(CLOSE.forbidden, e);
       this.error(id, e);
     }
   }

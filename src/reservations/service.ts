@@ -8,9 +8,10 @@ import type { ReservationContext } from '../../actors/reservation.js';
 import { auditOps } from '../audit/audit.js';
 import { now as clock, iso } from '../clock.js';
 import { AppError } from '../errors.js';
-import { newId, sha256 } from '../ids.js';
+import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Claim, IdempotencyRecords } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 import { RESERVATION, reservationIndexes, reservationView, type Reservation } from './kind.js';
@@ -55,12 +56,18 @@ export interface LastSeen {
 }
 
 const lockKey = (project: string) => `reservations:lock:${project}`;
-const idemKey = (identity: string, key: string) => `reservations:idem:${identity}:${key}`;
-
-interface IdemRecord {
-  request: string;
-  answer: ReserveAnswer;
+/** a request as decided: its idempotency fingerprint */
+interface Ask {
+  project: string;
+  exclusive: boolean;
+  ttl_s: number;
+  paths: string[];
+  reason: string | null;
 }
+
+/** the key space of `idempotency_key` in the one idempotency store */
+const IDEM_SCOPE = 'reservations';
+const mismatch = () => new AppError('RESERVATION_IDEMPOTENCY_MISMATCH', undefined, { field: 'idempotency_key' });
 
 const conflicting = (a: { identity: string; exclusive: boolean; path: string }, b: ReservationContext) =>
   a.identity !== b.identity && (a.exclusive || b.exclusive) && mayOverlap(a.path, b.path);
@@ -74,6 +81,7 @@ export class Reservations {
     private rt: Runtime,
     private presence: LastSeen,
     private limits: ReservationLimits,
+    private idempotency: IdempotencyRecords,
   ) {}
 
   /** Reservations are the org's: an active membership is needed for every call. */
@@ -107,19 +115,22 @@ export class Reservations {
     const exclusive = req.exclusive ?? true;
     const ttl_s = this.ttl(req.ttl_s);
     const paths = this.paths(req.paths);
-    const reason = req.reason ?? null;
-    const identity = p.identity.id;
-    const fingerprint = sha256(JSON.stringify({ project, exclusive, ttl_s, paths, reason }));
-    const idem = req.idempotency_key ? idemKey(identity, req.idempotency_key) : undefined;
+    const ask: Ask = { project, exclusive, ttl_s, paths, reason: req.reason ?? null };
+    if (!req.idempotency_key) return this.grant(p.identity.id, ask);
+    const begun = await this.idempotency.begin<ReserveAnswer>(p.identity.id, IDEM_SCOPE, req.idempotency_key, JSON.stringify(ask), mismatch);
+    if ('replay' in begun) return begun.replay;
+    try {
+      return await this.grant(p.identity.id, ask, begun.claim);
+    } catch (e) {
+      await this.idempotency.abandon(begun.claim);
+      throw e;
+    }
+  }
+
+  /** Grants what does not conflict; a claimed idempotency key keeps the answer in the same commit. */
+  private grant(identity: string, { project, exclusive, ttl_s, paths, reason }: Ask, claim?: Claim): Promise<ReserveAnswer> {
     return this.rt.serial(lockKey(project), () =>
       this.rt.retry(async () => {
-        if (idem) {
-          const seen = await this.rt.store.get<IdemRecord>(idem);
-          if (seen) {
-            if (seen.value.request !== fingerprint) throw new AppError('RESERVATION_IDEMPOTENCY_MISMATCH', undefined, { field: 'idempotency_key' });
-            return { result: seen.value.answer };
-          }
-        }
         const lock = await this.rt.store.get<{ n: number }>(lockKey(project));
         const at = clock();
         const held = await this.active(project, at);
@@ -141,7 +152,7 @@ export class Reservations {
         }
         // the lock's version moves with every grant: a concurrent grant that read the old set fails its commit
         if (answer.granted.length) ops.push({ op: 'put', key: lockKey(project), value: { n: (lock?.value.n ?? 0) + 1 }, expect: lock?.version ?? 0 });
-        if (idem) ops.push({ op: 'put', key: idem, value: { request: fingerprint, answer } satisfies IdemRecord, expect: 0 });
+        if (claim) ops.push(this.idempotency.keepOp(claim, answer));
         return { ops: ops.length ? ops : undefined, result: answer };
       }),
     );

@@ -53,6 +53,13 @@ export interface ActorKind<C = any> {
    * a pure machine cannot run (an HTTP POST) start here, after the state saying they should is durable.
    */
   committed?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): void | Promise<void>;
+  /** context fields no read shows, operators' inspection included (a peer's shared secret) */
+  hidden?: string[];
+  /**
+   * Fields a timer event carries that live outside the actor (other actors' state), read just before the event
+   * is sent, so the machine stays pure and its transition records what it was told (a signal's due check).
+   */
+  timerEvent?(id: string, event: string, rt: Runtime): Promise<Record<string, unknown>>;
 }
 
 export interface LogAppend {
@@ -133,6 +140,13 @@ export class Runtime {
   /** The durable timers a record implies: by construction exactly the ones its commits left in the store. */
   timersOf(kind: string, rec: ActorRecord): { event: string; at: number }[] {
     return this.kind(kind).timers(rec);
+  }
+
+  /** The record's context less the kind's hidden fields: what inspection may show. */
+  shownContext(kind: string, rec: ActorRecord): unknown {
+    const hidden = this.kind(kind).hidden;
+    if (!hidden?.length || !rec.context || typeof rec.context !== 'object') return rec.context;
+    return Object.fromEntries(Object.entries(rec.context).filter(([k]) => !hidden.includes(k)));
   }
 
   onTransition(fn: TransitionListener): void {
@@ -305,7 +319,8 @@ export class Runtime {
         due.map(async (t) => {
           const [kind, id, type] = JSON.parse(t.key) as [string, string, string];
           try {
-            await this.send(kind, id, { type }, { quiet: true });
+            const fields = (await this.kind(kind).timerEvent?.(id, type, this)) ?? {};
+            await this.send(kind, id, { ...fields, type }, { quiet: true });
             await this.store.releaseTimer(t);
             fired++;
           } catch (e) {

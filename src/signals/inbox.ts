@@ -16,7 +16,7 @@ import { scanDesc, type Scanned } from '../store/scan.js';
 import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
-import { RECEIPT, receiptId, receiptView, type Receipt } from './receipt-kind.js';
+import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import type { Signals } from './service.js';
 
 export type ReceiptState = 'unread' | 'acknowledged' | 'resolved' | 'snoozed';
@@ -34,6 +34,8 @@ export interface InboxQuery {
   view?: 'full' | 'summary';
   /** comma list of how signals were addressed to keep: direct, role, ring, broadcast (default all) */
   scope?: string;
+  /** true: only what the reader owes an acknowledgement for past its due time; false: everything else */
+  ack_overdue?: boolean;
 }
 
 export type InboxScope = 'direct' | 'role' | 'ring' | 'broadcast';
@@ -50,7 +52,7 @@ export function scopesOf(c: Pick<SignalContext, 'to_identity' | 'to_role_id' | '
 
 const scopeOf = (q: InboxQuery): Set<InboxScope> | undefined => (q.scope ? new Set(commaList(q.scope) as InboxScope[]) : undefined);
 
-export type InboxItem = Signal & { receipt_state: ReceiptState; snoozed_until: string | null };
+export type InboxItem = Signal & { receipt_state: ReceiptState; snoozed_until: string | null; ack_overdue: boolean };
 
 interface Row {
   signal: ActorRecord<SignalContext>;
@@ -96,14 +98,16 @@ export class Inbox {
           ...(scope.has('ring') ? reach.rings.map(signalIndexes.ringInbox) : []),
         ];
     // an any_one signal someone else took has left this inbox
-    return this.read(p, who, indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
+    return this.read(p, who, q.ack_overdue === true ? [receiptIndexes.ackOverdue(who.id)] : indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
   }
 
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
     const role = await this.org.roleByName(roleName);
     if (!role) throw new AppError('SIGNAL_NOT_FOUND', `No role named "${roleName}"`, { field: 'target' });
     const fills = await this.org.fillersOf(role.id);
-    return this.read(p, p.identity, [signalIndexes.roleInbox(role.id)], () => true, q, before, limit, fills.includes(p.identity.id));
+    // the overdue index is the reader's own: kept to this role by the signal's route
+    const indexes = q.ack_overdue === true ? [receiptIndexes.ackOverdue(p.identity.id)] : [signalIndexes.roleInbox(role.id)];
+    return this.read(p, p.identity, indexes, (c) => c.to_role_id === role.id, q, before, limit, fills.includes(p.identity.id));
   }
 
   private async resolveIdentity(target: string): Promise<Identity> {
@@ -140,7 +144,7 @@ export class Inbox {
       items: signals.map((s, i) => {
         const receipt = res.items[i].receipt;
         const view: Signal = signalView(s);
-        const item = { ...view, receipt_state: (receipt?.value ?? 'unread') as ReceiptState, snoozed_until: receipt?.context.snoozed_until ?? null };
+        const item = { ...view, receipt_state: (receipt?.value ?? 'unread') as ReceiptState, snoozed_until: receipt?.context.snoozed_until ?? null, ...ackOf(receipt, res.items[i].taker) };
         if (q.view === 'summary') {
           const { content: _c, payload: _p, ...summary } = item;
           return summary as InboxItem;
@@ -162,8 +166,15 @@ export class Inbox {
   }
 }
 
-function matchesInbox({ signal, receipt }: Row, q: InboxQuery): boolean {
+/** On an inbox item the acknowledgement fields are the reader's: only a recipient asked at emit owes one. */
+function ackOf(receipt: ActorRecord<ReceiptContext> | undefined, taker: string | undefined) {
+  const c = receipt?.context;
+  return { ack_required: c?.ack_required ?? false, ack_due_at: c?.ack_due_at ?? null, ack_overdue: c !== undefined && overdueFor(c, taker) };
+}
+
+function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
   const c = signal.context;
+  if (q.ack_overdue !== undefined && (receipt !== undefined && overdueFor(receipt.context, taker)) !== q.ack_overdue) return false;
   const state: ReceiptState = (receipt?.value as ReceiptState) ?? 'unread';
   const scope = scopeOf(q);
   if (scope && !scopesOf(c).some((s) => scope.has(s))) return false;

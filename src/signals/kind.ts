@@ -1,7 +1,10 @@
 /** The signal actor kind: its machine, the indexes a signal record implies, its timers and its journal. */
+import { owesAck, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
-import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
-import { JOURNAL_LOG, type SignalEntry } from '../journal/journal.js';
+import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
+import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
+import { RECEIPT, receiptId } from './receipt-kind.js';
+import { takersOf } from './routing.js';
 
 export const SIGNAL = 'signal';
 
@@ -32,6 +35,9 @@ export function inboxesOf(c: SignalContext): string[] {
   return out;
 }
 
+/** The unique record an inbound copy claims: one copy per (peer, origin signal id). */
+export const inboundKey = (peerId: string, originId: string) => `fed-inbound:${peerId}:${originId}`;
+
 export const signalKind: ActorKind<SignalContext> = {
   name: SIGNAL,
   machine: signalMachine,
@@ -45,13 +51,42 @@ export const signalKind: ActorKind<SignalContext> = {
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
   ],
   timers: (r) => signalTimers(r.value, r.context),
-  journal: (r, prev) => ({ log: JOURNAL_LOG, entry: signalEntry(r, prev) }),
+  uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),
+  journal: (r, prev) => {
+    // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
+    if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
+    return { log: JOURNAL_LOG, entry: signalEntry(r, prev) };
+  },
+  timerEvent: (id, event, rt) => (event === 'ACK_DUE' ? overdueRecipients(rt, id).then((overdue) => ({ overdue })) : Promise.resolve({})),
 };
 
-/** The Signal as the interface shows it: the machine's context plus its state as delivery_state. */
+export const ACK_OVERDUE = 'signal.ack_overdue';
+
+/** The recipients whose receipts still owe the acknowledgement; an any_one signal someone took is owed by nobody. */
+async function overdueRecipients(rt: Runtime, signalId: string): Promise<string[]> {
+  const signal = (await rt.load<SignalContext>(SIGNAL, signalId))?.value.context;
+  const recipients = signal?.ack_recipients ?? [];
+  if (!signal || (await takersOf(rt.store, [signal]))[0] !== undefined) return [];
+  const receipts = await rt.loadMany<ReceiptContext>(RECEIPT, recipients.map((r) => receiptId(r, signalId)));
+  return recipients.filter((_, i) => !receipts[i] || owesAck(receipts[i]!.context));
+}
+
+/** Told to the sender only: which recipients had not acknowledged when the due time came. */
+function ackOverdueEntry(r: ActorRecord<SignalContext>): EventEntry {
+  const c = r.context;
+  return {
+    type: ACK_OVERDUE,
+    // not `signal`: a frame's `signal` field is a Signal everywhere else
+    subject: 'ack',
+    data: { signal_id: c.id, ack_due_at: c.ack_due_at, checked_at: c.ack_checked_at, overdue_recipients: c.ack_overdue, signal: signalView(r) },
+    audience: { identities: [c.from_identity] },
+  };
+}
+
+/** The Signal as the interface shows it: the machine's context plus its state as delivery_state (ack bookkeeping stays inside). */
 export function signalView(r: ActorRecord<SignalContext>) {
-  const { max_attempts: _m, to_role_id: _r, to_ring_id: _g, ...fields } = r.context;
-  return { ...fields, delivery_state: r.value };
+  const { max_attempts: _m, to_role_id: _r, to_ring_id: _g, ack_recipients: _a, ack_checked_at: _c, ack_overdue: _o, ...fields } = r.context;
+  return { ...fields, ack_required: fields.ack_required ?? false, ack_due_at: fields.ack_due_at ?? null, delivery_state: r.value };
 }
 export type Signal = ReturnType<typeof signalView>;
 

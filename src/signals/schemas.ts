@@ -4,6 +4,9 @@ import { compile } from '../validation.js';
 import { ROUTING_POLICIES } from './routing.js';
 
 const Str = Type.String();
+/** bounds of `ack_due_in_s`: one second to 30 days */
+export const ACK_DUE_MIN_S = 1;
+export const ACK_DUE_MAX_S = 30 * 86_400;
 const NonEmpty = Type.String({ minLength: 1 });
 
 export const EmitBody = compile(
@@ -24,6 +27,8 @@ export const EmitBody = compile(
     payload: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     resources: Type.Optional(Type.Array(Type.Unknown())),
     attachments: Type.Optional(Type.Array(Type.Unknown())),
+    ack_required: Type.Optional(Type.Boolean()),
+    ack_due_in_s: Type.Optional(Type.Integer({ minimum: ACK_DUE_MIN_S, maximum: ACK_DUE_MAX_S })),
   }),
 );
 const SignalRef = { signal_id: NonEmpty };
@@ -48,6 +53,8 @@ export const InboxQuery = compile(
     receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
     include_resolved: Type.Optional(Type.Boolean()),
     include_snoozed: Type.Optional(Type.Boolean()),
+    /** true: only signals whose acknowledgement the reader owes past its due time (read from its own index); false: all but those */
+    ack_overdue: Type.Optional(Type.Boolean()),
     /** how a signal was addressed: a comma list of direct, role, ring, broadcast */
     scope: Type.Optional(Type.String({ pattern: '^\\s*(direct|role|ring|broadcast)\\s*(,\\s*(direct|role|ring|broadcast)\\s*)*$' })),
   }),

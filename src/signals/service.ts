@@ -5,14 +5,17 @@ import type { Config } from '../config.js';
 import { AppError } from '../errors.js';
 import { iso, now } from '../clock.js';
 import { newId } from '../ids.js';
-import { keys as identityKeys, type Principal } from '../identity/model.js';
+import { keys as identityKeys, type Identity, type Principal } from '../identity/model.js';
+import { membershipIndexes } from '../org/memberships.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { idOfThreadMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
+import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
-import { reaches, take, type RoutingPolicy } from './routing.js';
+import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
@@ -34,7 +37,12 @@ export interface EmitBody {
   payload?: Record<string, unknown>;
   resources?: unknown[];
   attachments?: unknown[];
+  ack_required?: boolean;
+  ack_due_in_s?: number;
 }
+
+/** An acknowledgement-required signal makes a receipt per recipient in its emit commit: this many at most. */
+export const ACK_MAX_RECIPIENTS = 1000;
 
 export interface ListFilter {
   types?: string[];
@@ -82,14 +90,51 @@ export class Signals {
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
     this.requireMember(p);
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
-    const canonical = CANONICAL_TYPES.includes(body.signal_type);
-    if (!canonical && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
+    if (!CANONICAL_TYPES.includes(body.signal_type) && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
+    if (body.ack_due_in_s !== undefined && body.ack_required !== true)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
+    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation: null }));
+  }
+
+  /**
+   * Stores a copy of a peer's signal (POST /federation/deliver) and routes it in this org like a local emit,
+   * so push, inboxes and webhooks follow. Idempotent per (peer, origin id): the copy claims a unique record
+   * in its creating commit, and a redelivery answers the stored copy. The origin's parent maps to our copy of it.
+   */
+  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number): Promise<Signal> {
+    const stored = await this.inboundCopy(peerId, originId);
+    if (stored) return signalView(stored);
+    const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
+    const local: EmitBody = { ...body, parent_id: parent?.context.id };
+    const route = await this.route(local);
+    const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
+    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId)));
+  }
+
+  /** Our copy of the peer's signal `originId`, if it was delivered. */
+  async inboundCopy(peerId: string, originId: string): Promise<ActorRecord<SignalContext> | undefined> {
+    const u = await this.rt.store.get<{ id: string }>(inboundKey(peerId, originId));
+    return u ? (await this.rt.load<SignalContext>(SIGNAL, u.value.id))?.value : undefined;
+  }
+
+  /** Builds and commits a new signal; `existing` (checked on every attempt) answers a record stored meanwhile instead. */
+  private async write(
+    from: string,
+    body: EmitBody,
+    route: { role_id: string | null; ring_id: string | null; role: string | null; ring: string | null },
+    extra: Pick<SignalContext, 'resources' | 'source_org' | 'federation'>,
+    existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
+  ): Promise<ActorRecord<SignalContext>> {
+    const canonical = CANONICAL_TYPES.includes(body.signal_type);
+    const recipients = body.ack_required ? await this.ackRecipients(body, route, from) : undefined;
     const id = newId();
     const root = await this.threadRoot(id, body.parent_id);
     // replies to one thread queue per thread in this process: only another process can move the counter under us
     const write = () => this.rt.retry(async () => {
+      const found = await existing?.();
+      if (found) return { result: found };
       const thread = await this.threadPosition(root, body.parent_id);
       const t = iso();
       const context: SignalContext = {
@@ -99,7 +144,7 @@ export class Signals {
         content: body.content,
         urgency: body.urgency ?? 0.5,
         from_role: body.from_role ?? null,
-        from_identity: p.identity.id,
+        from_identity: from,
         to_role: route.role,
         to_identity: body.to_identity ?? null,
         to_ring: route.ring,
@@ -113,7 +158,7 @@ export class Signals {
         routing_policy: body.routing_policy ?? 'all',
         metadata: canonical ? (body.metadata ?? {}) : { ...body.metadata, noncanonical_type: true },
         payload: body.payload ?? {},
-        resources: checked.resources,
+        resources: extra.resources,
         task_status: body.signal_type === 'task' ? 'open' : null,
         claimed_by: null,
         claimed_at: null,
@@ -121,14 +166,69 @@ export class Signals {
         protocol_version: 'svc/1.0',
         delivery_count: 0,
         max_attempts: this.config.maxDeliveryAttempts,
+        source_org: extra.source_org,
+        federation: extra.federation,
         created_at: t,
         updated_at: t,
+        ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
       };
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec)] };
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context)] };
     });
-    const record = body.parent_id === undefined ? await write() : await this.rt.serial(threadSeqKey(root), write);
-    return signalView(record);
+    return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
+  }
+
+  /**
+   * The identities an acknowledgement is asked of: everyone the signal reaches at emit (the direct identity,
+   * the role's fillers, the ring's members, or every active member for a broadcast, narrowed by
+   * target_capabilities like the inbox), except the sender. Later fillers or members see it but owe nothing.
+   */
+  private async ackRecipients(body: EmitBody, route: { role_id: string | null; ring_id: string | null }, sender: string): Promise<string[]> {
+    const broadcast = !body.to_identity && !route.role_id && !route.ring_id;
+    const [fillers, ring, members] = await Promise.all([
+      route.role_id ? this.org.fillersOf(route.role_id) : [],
+      route.ring_id ? this.org.ring(route.ring_id) : undefined,
+      broadcast ? readAll(this.rt.store, membershipIndexes.byStatus('active')) : [],
+    ]);
+    const group = [...fillers, ...(ring?.members ?? []), ...members.map((m) => m.slice(m.indexOf('|') + 1))];
+    const caps = body.target_capabilities ?? [];
+    const ids = [...new Set(group)].filter((x) => x !== sender);
+    const reached = caps.length ? await this.withCapabilities(ids, caps) : ids;
+    const out = [...new Set([...(body.to_identity && body.to_identity !== sender ? [body.to_identity] : []), ...reached])].sort();
+    if (out.length > ACK_MAX_RECIPIENTS)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `ack_required reaches ${out.length} recipients; at most ${ACK_MAX_RECIPIENTS} may be asked`, { field: 'ack_required' });
+    return out;
+  }
+
+  private async withCapabilities(ids: string[], caps: string[]): Promise<string[]> {
+    const rows = await this.rt.store.getMany<Identity>(ids.map(identityKeys.identity));
+    return ids.filter((_, i) => rows[i] && caps.every((c) => rows[i]!.value.capabilities.includes(c)));
+  }
+
+  private ackTerms(recipients: string[], dueInS: number | undefined, at: number): Partial<SignalContext> {
+    return { ack_required: true, ack_due_at: dueInS === undefined ? null : iso(at + dueInS * 1000), ack_recipients: recipients, ack_checked_at: null, ack_overdue: [] };
+  }
+
+  /** One receipt per recipient, in the emit commit: each carries the due time and its own overdue timer. */
+  private receiptOps(c: SignalContext): Op[] {
+    if (!c.ack_required) return [];
+    const terms = { ack_due_at: c.ack_due_at ?? null, inbox_member: inboxMember(c) };
+    return (c.ack_recipients ?? []).flatMap((who) => this.rt.createOps<ReceiptContext>(RECEIPT, receiptId(who, c.id), newReceipt(who, c.id, Date.parse(c.created_at), terms)));
+  }
+
+  /** Each receipt of a signal (every recipient of an acknowledgement-required one); only its sender or an admin may read them. */
+  async receipts(p: Principal, signalId: string, before: string | undefined, limit: number): Promise<Scanned<Receipt>> {
+    const signal = await this.load(signalId);
+    assertInScope(p.key, signal.context);
+    if (signal.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a signal or an admin may read its receipts');
+    const [taker] = await takersOf(this.rt.store, [signal.context]);
+    const view = (r: ActorRecord<ReceiptContext>, who: string) => ({ ...receiptView(r, who, signalId), ack_overdue: overdueFor(r.context, taker) });
+    return scanDesc<Receipt>(this.rt.store, [receiptIndexes.bySignal(signalId)], {
+      before,
+      limit,
+      load: async (ids) => (await this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((who) => receiptId(who, signalId)))).map((r, i) => (r ? view(r, ids[i]) : undefined)),
+      keep: () => true,
+    });
   }
 
   /**

@@ -1,24 +1,10 @@
 /**
- * Redis adapter (node-redis v5). Every key lives under one hash tag, `<prefix>:{<ns>}:`, so each commit's
- * multi-key Lua script is legal on Redis Cluster too. A commit is one script: all version checks first,
- * then every write; the log append and its PUBLISH happen inside the same script, so only committed
- * entries are ever published. Every operation fails fast while Redis is away (see `Guard`).
+ * Redis adapter (node-redis v5), on one server or a Redis Cluster. Every key lives under one hash tag,
+ * `<prefix>:{<ns>}:`, so each commit's multi-key Lua script touches one slot, as a cluster requires. A
+ * commit is one script: all version checks first, then every write; the log append and its PUBLISH happen inside the same script, so only committed entries are
+ * ever published. Every operation fails fast while Redis is away (the guard in `redis-link.ts`).
  */
-import {
-  AbortError,
-  ClientClosedError,
-  ClientOfflineError,
-  ConnectionTimeoutError,
-  createClient,
-  DisconnectsClientError,
-  ErrorReply,
-  ReconnectStrategyError,
-  SocketClosedUnexpectedlyError,
-  SocketTimeoutError,
-  TimeoutError,
-  type RedisClientType,
-} from 'redis';
-import { AppError } from '../errors.js';
+import { openRedisLink, type LinkOptions, type RedisTarget } from './redis-link.js';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /*
@@ -94,147 +80,18 @@ redis.call('SET', S, nxt)
 return nxt
 `;
 
-type Client = RedisClientType;
-
-export interface RedisStoreOptions {
-  url: string;
+export interface RedisStoreOptions extends LinkOptions {
+  target: RedisTarget;
   prefix: string;
   namespace?: string;
-  /** how long an operation waits for a lost connection to come back, and one connect attempt may take */
-  connectTimeoutMs?: number;
-  /** how long an operation waits for Redis's reply */
-  queryTimeoutMs?: number;
-}
-
-/** Redis replies that mean "not serving now" rather than "this command is wrong". */
-const UNAVAILABLE_REPLY = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY)\b/;
-
-/**
- * Bounds every command. node-redis is opened with `disableOfflineQueue`, so nothing queues while the
- * connection is down, but it times nothing out once written (a paused Redis keeps the socket open). So:
- * - an operation issued while the connection is down waits for it until `connectMs` after it was lost, then
- *   gets DB_CONNECT_FAILED; after that window every operation gets it at once, until Redis is back;
- * - an operation Redis has not answered within `queryMs` gets DB_QUERY_TIMEOUT; if it was never written it
- *   is withdrawn, else its late reply is dropped (a commit is one script: applied whole or not at all, and
- *   a thrown timeout is never retried as a version conflict);
- * - while an earlier reply is overdue by `queryMs`, new operations get DB_QUERY_TIMEOUT at once instead of
- *   queueing behind it, so background loops do not pile up on a stalled server.
- */
-class Guard {
-  private lostAt: number | undefined;
-  private waiters = new Set<() => void>();
-  /** unanswered commands in send order (replies come back in that order); `late` once one has timed out */
-  private inflight = new Set<{ late: boolean }>();
-
-  constructor(
-    private client: Client,
-    private connectMs: number,
-    private queryMs: number,
-  ) {
-    client.on('ready', () => {
-      this.lostAt = undefined;
-      for (const w of this.waiters) w();
-      this.waiters.clear();
-    });
-    for (const ev of ['error', 'end', 'reconnecting']) client.on(ev, () => this.noteLost());
-  }
-
-  private noteLost(): void {
-    if (!this.client.isReady) this.lostAt ??= Date.now();
-  }
-
-  private async connected(): Promise<void> {
-    if (this.client.isReady) return;
-    this.noteLost();
-    const left = this.lostAt! + this.connectMs - Date.now();
-    if (left <= 0) throw connectFailed();
-    await new Promise<void>((resolve, reject) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        this.waiters.delete(done);
-        reject(connectFailed());
-      }, left);
-      this.waiters.add(done);
-    });
-  }
-
-  async run<T>(send: (client: Client) => Promise<T>): Promise<T> {
-    await this.connected();
-    if (this.inflight.values().next().value?.late) throw queryTimeout();
-    const abort = new AbortController();
-    const entry = { late: false };
-    this.inflight.add(entry);
-    const reply = send(this.client.withAbortSignal(abort.signal) as Client);
-    const settle = () => void this.inflight.delete(entry);
-    reply.then(settle, settle);
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      return await Promise.race([
-        reply,
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            entry.late = true;
-            abort.abort();
-            reject(queryTimeout());
-          }, this.queryMs);
-        }),
-      ]);
-    } catch (e) {
-      throw storeError(e);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-}
-
-const connectFailed = () => new AppError('DB_CONNECT_FAILED', 'Redis is unreachable', { backend: 'redis' });
-const queryTimeout = () => new AppError('DB_QUERY_TIMEOUT', 'Redis did not answer in time', { backend: 'redis' });
-
-const CONNECTION_ERRORS = [ClientClosedError, ClientOfflineError, ConnectionTimeoutError, DisconnectsClientError, ReconnectStrategyError, SocketClosedUnexpectedlyError];
-
-/** node-redis errors as catalogue errors; anything else (a Redis error reply about the command itself, a bug) stays as it is. */
-function storeError(e: unknown): unknown {
-  if (e instanceof AppError) return e;
-  if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message) ? connectFailed() : /^BUSY\b/.test(e.message) ? queryTimeout() : e;
-  if (e instanceof AbortError || e instanceof TimeoutError || e instanceof SocketTimeoutError) return queryTimeout();
-  // socket errors (ECONNRESET, EPIPE, ...) reach a command as they are when the connection breaks under it
-  if (CONNECTION_ERRORS.some((c) => e instanceof c) || typeof (e as NodeJS.ErrnoException)?.code === 'string') return connectFailed();
-  return e;
 }
 
 export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   const P = `${o.prefix}:{${o.namespace ?? 'main'}}:`;
-  const connectTimeout = o.connectTimeoutMs ?? 2000;
-  const client = createClient({
-    url: o.url,
-    disableOfflineQueue: true,
-    socket: { connectTimeout, reconnectStrategy: (n) => Math.min(50 * 2 ** n, 2000) },
-  }) as Client;
-  client.on('error', () => {}); // reconnects by itself; operations answer DB_CONNECT_FAILED meanwhile
-  const guard = new Guard(client, connectTimeout, o.queryTimeoutMs ?? 5000);
-  await client.connect();
-  let sub: Client | undefined;
+  const link = await openRedisLink(o.target, o);
   const handlers = new Map<string, Set<(e: LogEntry) => void>>();
-  const shas = new Map<string, string>();
-
-  /** NOSCRIPT means the script did not run, so loading it and running it again is safe. */
-  async function script(c: Client, src: string, args: string[]): Promise<unknown> {
-    let sha = shas.get(src);
-    if (!sha) shas.set(src, (sha = (await c.scriptLoad(src)) as string));
-    try {
-      return await c.evalSha(sha, { keys: [P], arguments: args });
-    } catch (e) {
-      if (!(e instanceof ErrorReply) || !e.message.startsWith('NOSCRIPT')) throw e;
-      shas.delete(src);
-      return script(c, src, args);
-    }
-  }
-  const run = <T>(send: (c: Client) => Promise<T>) => guard.run(send);
-  const eval_ = (src: string, args: string[]) => run((c) => script(c, src, args));
+  const run = link.run;
+  const eval_ = (src: string, args: string[]) => link.script(src, [P], args);
 
   const parse = <T>(h: Record<string, string>): Versioned<T> | undefined =>
     h && h.v !== undefined ? { version: Number(h.v), value: JSON.parse(h.d) as T } : undefined;
@@ -267,7 +124,7 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       const key = P + 'i:' + index;
       return run((c) =>
         r.reverse
-          ? (c.sendCommand(['ZREVRANGEBYLEX', key, hi, lo, 'LIMIT', '0', String(r.limit)]) as Promise<string[]>)
+          ? c.zRange(key, hi, lo, { BY: 'LEX', REV: true, LIMIT: { offset: 0, count: r.limit } })
           : c.zRangeByLex(key, lo, hi, { LIMIT: { offset: 0, count: r.limit } }),
       );
     },
@@ -299,16 +156,11 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       return Number(await eval_(TRIM_LOG, [log, String(before), String(limit)]));
     },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
-      if (!sub) {
-        sub = client.duplicate() as Client;
-        sub.on('error', () => {});
-        await sub.connect();
-      }
       const channel = P + 'ch:' + log;
       let set = handlers.get(channel);
       if (!set) {
         handlers.set(channel, (set = new Set()));
-        await sub.subscribe(channel, (msg: string) => {
+        await link.subscribe(channel, (msg: string) => {
           const sp = msg.indexOf(' ');
           const e: LogEntry = { seq: Number(msg.slice(0, sp)), entry: JSON.parse(msg.slice(sp + 1)) };
           for (const h of handlers.get(channel) ?? []) h(e);
@@ -322,20 +174,9 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
     },
     async ping() {
       const t = performance.now();
-      await run((c) => c.ping());
+      await link.ping(P);
       return performance.now() - t;
     },
-    async close() {
-      // close() waits for replies still owed; a server that is down owes none it will ever send
-      for (const c of [sub, client]) {
-        if (!c) continue;
-        await Promise.race([c.close().catch(() => {}), new Promise((r) => setTimeout(r, 1000).unref())]);
-        try {
-          c.destroy();
-        } catch {
-          // already closed
-        }
-      }
-    },
+    close: () => link.close(),
   };
 }

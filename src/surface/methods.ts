@@ -10,6 +10,7 @@ import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags,
 import type { StoreBody as StoreFields } from '../memory/service.js';
 import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
+import { ListSchema, Paths, RenewSchema, ReserveSchema } from '../reservations/schemas.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
 import { Workflow, type SurfaceServices } from './workflow.js';
 
@@ -76,9 +77,11 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'rings.list': method(NoParams, 'Every ring.', () => s.org.listRings()),
     'webhooks.list': method(NoParams, 'Every webhook (admin), newest first; secrets are never listed.', () => s.webhooks.list(), true),
     'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
+    'tasks.mine': method(NoParams, 'Tasks the caller holds: {tasks: [{signal, lease_ends_at}]}.', async (p) => ({ tasks: await w.heldTasks(p) })),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
     'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type): {signal} or {signal: null}.', (p, q) => w.next(p, q)),
     ...memoryMethods(s),
+    ...reservationMethods(s),
     'handoff.create': method(HandoffParams, "Hand work on as a task signal (summary, links, acceptance criteria in payload.handoff), first completing or releasing the caller's own claim: {signal, claim}.", (p, q) => w.handoff(p, q)),
   };
 }
@@ -97,6 +100,22 @@ const memoryMethods = (s: SurfaceServices): MethodTable => ({
   'memory.update': method(UpdateParams, "Change a memory's content, tags, metadata or confidence (write access to its namespace); answers the Memory.", (p, { id, ...b }) => s.memories.update(p, id, b)),
   'memory.forget': method(IdBody, 'Forget a memory (soft delete; write access to its namespace); answers the Memory with deleted_at.', (p, q) => s.memories.forget(p, q.id)),
   'memory.relate': method(RelateBody, 'Relate two readable memories by a named edge (write access to the source namespace); answers the Edge.', (p, q) => s.graph.relate(p, q)),
+});
+
+const ReservationId = { id: NonEmpty };
+const ConflictsParams = obj({ paths: Paths, project: ListSchema.properties.project, exclusive: Type.Optional(Type.Boolean()) });
+
+/** The reservation calls: one service function each, the one the REST route of src/api/reservations.ts calls. */
+const reservationMethods = ({ reservations: r }: SurfaceServices): MethodTable => ({
+  'reservations.create': method(compile(ReserveSchema), 'Reserve path globs of a project (advisory, never waits): {granted, conflicts}; what does not conflict is granted.', (p, q) => r.reserve(p, q)),
+  'reservations.list': method(obj({ ...ListSchema.properties, after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) }), 'Reservations of a project, newest first (active unless include_expired): {reservations, cursor, has_more}.', async (p, q) =>
+    page('reservations', await r.list(p, q, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
+  ),
+  'reservations.get': method(obj(ReservationId), 'One reservation.', (p, q) => r.get(p, q.id)),
+  'reservations.conflicts': method(ConflictsParams, "What these paths would hit: other identities' active reservations covering one of them: {conflicts}.", async (p, q) => ({ conflicts: await r.conflicts(p, q.paths, q.project, q.exclusive) })),
+  'reservations.renew': method(obj({ ...ReservationId, ...RenewSchema.properties }), "Extend one's own active reservation by ttl_s from now; answers the Reservation.", (p, q) => r.renew(p, q.id, q.ttl_s)),
+  'reservations.release': method(obj(ReservationId), "Release one's own reservation; answers the Reservation.", (p, q) => r.release(p, q.id)),
+  'reservations.force_release': method(obj(ReservationId), "Release another identity's reservation (an admin, or anyone once the holder has been inactive longer than its ttl; audited).", (p, q) => r.forceRelease(p, q.id)),
 });
 
 /** `inbox/check` and `inbox.check` name the same method. */

@@ -13,6 +13,7 @@ import type { Inbox, InboxItem } from '../signals/inbox.js';
 import type { Signal } from '../signals/kind.js';
 import type { Signals } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
+import type { Reservations } from '../reservations/service.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, nextPages: 10, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
@@ -54,6 +55,7 @@ export interface SurfaceServices {
   graph: Graph;
   workstreams: Workstreams;
   webhooks: Webhooks;
+  reservations: Reservations;
   /** extra sections of workflow.resume, keyed by their name in the answer */
   resumeParts?: Record<string, ResumePart>;
 }
@@ -91,7 +93,8 @@ export class Workflow {
     return { ...me, tasks, inbox, ...Object.fromEntries(parts) };
   }
 
-  private async heldTasks(p: Principal) {
+  /** Tasks the caller holds, each with its lease end. */
+  async heldTasks(p: Principal) {
     const held: { signal: Signal; lease_ends_at: string | null }[] = [];
     let after: string | undefined;
     for (let i = 0; i < SCAN.heldPages; i++) {

@@ -43,6 +43,10 @@ export function eventsOf(log: string, entry: unknown): Event[] {
   const e = entry as JournalEntry;
   if (!isSignalEntry(e)) {
     // other parts' events (artifacts, workspace, ...) join the catalogue when those parts add theirs
+    if (e.type === 'signal.ack_overdue') {
+      const d = e.data as { checked_at: string };
+      return [ev('signal.ack_overdue', d.checked_at, e.data as Record<string, unknown>)];
+    }
     if (e.type !== 'membership.changed') return [];
     const m = e.data as { updated_at: string };
     return [ev('membership.changed', m.updated_at, { membership: e.data })];

@@ -4,7 +4,7 @@ import { deliveryMachine, deliveryTimers, type DeliveryContext } from '../../act
 import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
 
 /** Every event a webhook may subscribe to; later parts add theirs here. */
-export const WEBHOOK_EVENTS = ['signal.emitted', 'signal.claimed', 'signal.acked', 'signal.dead_lettered', 'task.completed', 'identity.joined', 'membership.changed'] as const;
+export const WEBHOOK_EVENTS = ['signal.emitted', 'signal.claimed', 'signal.acked', 'signal.dead_lettered', 'signal.ack_overdue', 'task.completed', 'identity.joined', 'membership.changed'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 export interface Webhook {

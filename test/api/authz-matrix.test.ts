@@ -71,7 +71,7 @@ for (const backend of BACKENDS) {
     });
 
     it('the live table holds every auth mode and the protocol entry points', () => {
-      expect(new Set(table.map((r) => r.auth))).toEqual(new Set(['public', 'optional', 'key', 'admin']));
+      expect(new Set(table.map((r) => r.auth))).toEqual(new Set(['public', 'optional', 'key', 'admin', 'proof']));
       for (const p of ['POST /rpc', 'POST /mcp', 'POST /a2a']) expect(table.map(label)).toContain(p);
     });
 
@@ -97,6 +97,10 @@ for (const backend of BACKENDS) {
         if (r.auth === 'admin') {
           check(r, 'non-admin', await call(url, member.key, r), 403, 'AUTH_ADMIN_REQUIRED');
           check(r, 'suspended', await call(url, suspended.key, r), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+        }
+        if (r.auth === 'proof') {
+          // a peer's signed call: no API key of any kind stands in for the proof
+          for (const [who, key] of [['no key', undefined], ['invalid', 'svc_not-a-key'], ['revoked', k.revoked], ['non-admin', member.key], ['admin', root.key]] as const) check(r, who, await call(url, key, r), 401, 'FED_PEER_MISSING');
         }
         if (r.auth === 'public') {
           // a public route ignores the key: a bad one neither refuses nor crashes it

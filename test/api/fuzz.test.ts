@@ -11,6 +11,7 @@ import WebSocket from 'ws';
 import { catalogue } from '../../src/errors.js';
 import type { Route } from '../../src/http/server.js';
 import { indexes } from '../../src/identity/model.js';
+import { proofHeaders } from '../../src/federation/proof.js';
 import { methodTable } from '../../src/surface/methods.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
@@ -60,11 +61,16 @@ for (const backend of BACKENDS) {
     let svc: Started;
     let root: Member;
     let member: Member;
+    /** proof routes are signed with a real trust, so hostile bodies reach their validation and handlers */
+    let trust: { peer_id: string; shared_secret: string };
 
     beforeAll(async () => {
       svc = await servers.start();
       root = await bootstrap(svc.url);
       member = await join(root.client, 'member');
+      const t = await root.client.post('/federation/trust', { name: 'fuzz peer', endpoint: 'https://fuzz.example', allowed_scopes: ['task'] });
+      expect(t.status).toBe(201);
+      trust = t.body.data;
     });
     afterAll(() => {
       expect(({} as any).polluted).toBeUndefined();
@@ -79,8 +85,9 @@ for (const backend of BACKENDS) {
       const qs = new URLSearchParams(query).toString();
       const before = await counts();
       let res: Response;
+      const signed = r.auth === 'proof' ? proofHeaders(trust.peer_id, trust.shared_secret, METHOD[r.method], path, hasBody(r) && body ? body : Buffer.alloc(0), Date.now()) : {};
       try {
-        res = await fetch(`${svc.url}${path}${qs ? `?${qs}` : ''}`, { method: METHOD[r.method], headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: hasBody(r) && body ? new Uint8Array(body) : undefined });
+        res = await fetch(`${svc.url}${path}${qs ? `?${qs}` : ''}`, { method: METHOD[r.method], headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...signed }, body: hasBody(r) && body ? new Uint8Array(body) : undefined });
       } catch (e) {
         return `${label(r)}: no answer (${String(e)})`;
       }

@@ -1,7 +1,8 @@
 /**
  * Idempotency-Key on the create routes: a retry with the same key and body answers the first reply and makes
  * no second record; the same key with another body is 409 IDEMPOTENCY_KEY_REUSED; keys are per identity;
- * concurrent retries create exactly one record; a refused request keeps no record; records expire after 24 h.
+ * concurrent retries create exactly one record; a refused request keeps no record; records expire after 24 h
+ * (IDEMPOTENCY_TTL_MS); a reservation's `idempotency_key` is kept in the same store with the same expiry.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Idempotency } from '../../src/http/idempotency.js';
@@ -122,6 +123,30 @@ for (const backend of BACKENDS) {
       t += 1001;
       expect(await idem.sweep(t)).toBeGreaterThanOrEqual(1);
       expect((await idem.once('someone', 'k', 'req', exec)).data).toEqual({ run: 3 });
+    });
+
+    it("a reservation's idempotency_key rides on the same store: replay, its own 409, and expiry with IDEMPOTENCY_TTL_MS", async () => {
+      const short = await servers.start({ IDEMPOTENCY_TTL_MS: '1500' });
+      const admin = await bootstrap(short.url);
+      const agent = await join(admin.client, 'idem-agent');
+      const body = { project: 'idem', paths: ['lib/**'], idempotency_key: 'r1' };
+      const first = expectOk(await agent.client.post('/reservations', body));
+      expect(first.granted).toHaveLength(1);
+      expect(expectOk(await agent.client.post('/reservations', body))).toEqual(first);
+      expectError(await agent.client.post('/reservations', { ...body, paths: ['lib/x'] }), 409, 'RESERVATION_IDEMPOTENCY_MISMATCH', 'idempotency_key');
+      // the header on an idempotent route, in the same store with the same expiry
+      const emit = await post(agent, '/emit', { signal_type: 'pulse', content: 'idem ttl' }, 'h1');
+      expect((await post(agent, '/emit', { signal_type: 'pulse', content: 'idem ttl' }, 'h1')).replayed).toBe('true');
+      expectOk(await agent.client.post(`/reservations/${first.granted[0].id}/release`, {}));
+      await new Promise((r) => setTimeout(r, 1600));
+      // expired: the same key runs afresh (a new grant), and another request is no longer refused
+      const again = expectOk(await agent.client.post('/reservations', body));
+      expect(again.granted).toHaveLength(1);
+      expect(again.granted[0].id).not.toBe(first.granted[0].id);
+      const fresh = await post(agent, '/emit', { signal_type: 'pulse', content: 'another body' }, 'h1');
+      expect(fresh.status).toBe(emit.status);
+      expect(fresh.replayed).toBeNull();
+      expect(fresh.body.data.id).not.toBe(emit.body.data.id);
     });
   });
 }

@@ -67,6 +67,7 @@ describe.each(BACKENDS)('GET /openapi.json on %s', (backend) => {
       if (r.auth === 'key' || r.auth === 'admin') expect(security).toEqual(['apiKey']);
       if (r.auth === 'optional') expect(security).toEqual(['', 'apiKey']);
       if (r.auth === 'public') expect(security.filter((s: string) => s === 'apiKey')).toEqual([]);
+      if (r.auth === 'proof') expect(security).toEqual(['federationPeer,federationProof']);
       expect(op['x-auth']).toBe(r.auth);
       if (r.body) expect(op.requestBody.content['application/json'].schema).toEqual(JSON.parse(JSON.stringify(r.body.schema)));
       else expect(op.requestBody).toBeUndefined();

@@ -61,11 +61,13 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expectError(await root.client.post(`/org/company/peers/${UNKNOWN}/establish`), 404, 'DISC_PEER_NOT_FOUND');
       expectError(await root.client.del(`/org/company/peers/${UNKNOWN}`), 404, 'DISC_PEER_NOT_FOUND');
 
-      const est = expectOk(await root.client.post(`/org/company/peers/${p.id}/establish`), 202);
-      expect(est).toMatchObject({ status: 'pending', establish_requested_by: root.id });
-      expect(Number.isNaN(Date.parse(est.establish_requested_at))).toBe(false);
+      // establishing issues the trust (its secret shown this once) and makes the pending peer active
+      const est = expectOk(await root.client.post(`/org/company/peers/${p.id}/establish`));
+      expect(est).toEqual({ peer_id: p.id, shared_secret: expect.stringMatching(/^[0-9a-f]{64}$/), expires_at: expect.any(String) });
+      const shown = expectOk(await root.client.get(`/org/company/peers/${p.id}`));
+      expect(shown).toMatchObject({ status: 'active', has_trust: true, expires_at: est.expires_at, establish_requested_by: root.id });
+      expect(shown).not.toHaveProperty('shared_secret');
 
-      expect(expectOk(await root.client.patch(`/org/company/peers/${p.id}/status`, { status: 'active' })).status).toBe('active');
       expectError(await root.client.patch(`/org/company/peers/${p.id}/status`, { status: 'active' }), 409, 'DISC_PEER_INVALID_TRANSITION');
       expectError(await root.client.patch(`/org/company/peers/${p.id}/status`, { status: 'pending' }), 400, 'DISC_VALIDATION_FAILED', 'status');
       expect(expectOk(await root.client.patch(`/org/company/peers/${p.id}/status`, { status: 'suspended' })).status).toBe('suspended');

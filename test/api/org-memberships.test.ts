@@ -77,10 +77,10 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     expect(expectOk(await root.client.get('/org/company')).member_counts).toMatchObject({ total: 3, active: 2, suspended: 1 });
 
     // open connections end
-    expect(await socket.closed()).toMatchObject({ code: 4401 });
+    expect(await socket.closed()).toMatchObject({ code: 4403 });
     await until('the stream ended and its reconnect refused', () => stream.es.readyState === 2);
     expect(stream.events.some((e) => e.type === 'membership.changed' && e.signal.status === 'suspended')).toBe(true);
-    expect(await filteredSocket.closed()).toMatchObject({ code: 4401 });
+    expect(await filteredSocket.closed()).toMatchObject({ code: 4403 });
     await until('the filtered stream ended', () => filtered.es.readyState === 2);
     // new requests, sockets and streams are refused
     expectError(await bob.client.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
@@ -153,7 +153,7 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     const before = socket.welcome.cursor as string;
     const watch = await SseStream.open(svc.url, { token: root.key }, 'admin stream', ['membership.changed', 'identity.access_ended']);
     expectOk(await root.client.post(`/admin/actors/membership/${erin.id}/events`, { type: 'SUSPEND' }));
-    expect(await socket.closed()).toMatchObject({ code: 4401 });
+    expect(await socket.closed()).toMatchObject({ code: 4403 });
     expect(socket.frames.find((f) => f.type === 'error')?.error?.code).toBe('POLICY_MEMBERSHIP_REQUIRED');
     const ended = (await until('the access-ended entry', () => watch.events.find((e) => e.type === 'identity.access_ended' && e.signal.identity_id === erin.id)))!;
     expect(ended.signal).toEqual({ identity_id: erin.id, reason: 'suspended' });

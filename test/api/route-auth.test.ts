@@ -12,7 +12,8 @@ import { expectError, expectOk, waitFor } from './support.js';
 const table: Route[] = routes({} as Services);
 const METHOD = { get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', del: 'DELETE' } as const;
 const pathOf = (r: Route) => r.path.replace(/:[A-Za-z_]+/g, 'x');
-const call = (c: Client, r: Route) => c.req(METHOD[r.method], pathOf(r), r.method === 'get' || r.method === 'del' ? undefined : {});
+const bodyOf = (r: Route) => (r.method === 'get' || r.method === 'del' ? undefined : {});
+const call = (c: Client, r: Route) => c.req(METHOD[r.method], pathOf(r), bodyOf(r));
 
 describe.each(BACKENDS)('route auth on %s', (backend) => {
   const servers = serversOn(backend);
@@ -27,7 +28,13 @@ describe.each(BACKENDS)('route auth on %s', (backend) => {
   });
 
   it('the table has routes of every auth mode', () => {
-    expect(new Set(table.map((r) => r.auth))).toEqual(new Set(['public', 'optional', 'key', 'admin']));
+    expect(new Set(table.map((r) => r.auth))).toEqual(new Set(['public', 'optional', 'key', 'admin', 'proof']));
+  });
+
+  it.each(table.filter((r) => r.auth === 'proof').map((r) => [`${METHOD[r.method]} ${r.path}`, r] as const))('%s: an API key is no proof → FED_PEER_MISSING; a peer id alone → FED_PROOF_MISSING', async (_, r) => {
+    expectError(await call(new Client(url), r), 401, 'FED_PEER_MISSING');
+    expectError(await call(root.client, r), 401, 'FED_PEER_MISSING');
+    expectError(await root.client.req(METHOD[r.method], pathOf(r), bodyOf(r), { 'X-Federation-Peer-Id': 'x' }), 401, 'FED_PROOF_MISSING');
   });
 
   it.each(table.filter((r) => r.auth === 'key' || r.auth === 'admin').map((r) => [`${METHOD[r.method]} ${r.path}`, r] as const))('%s: no key → AUTH_KEY_MISSING, unknown key → AUTH_KEY_INVALID', async (_, r) => {

@@ -10,7 +10,7 @@ import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/s
 import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
-const RECEIPT_KEYS = ['acknowledged_at', 'identity_id', 'resolved_at', 'signal_id', 'snoozed_until', 'state', 'updated_at'];
+const RECEIPT_KEYS = ['ack_due_at', 'ack_overdue', 'ack_required', 'acknowledged_at', 'identity_id', 'resolved_at', 'signal_id', 'snoozed_until', 'state', 'updated_at'];
 const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 
 /** The item for one signal in the member's own inbox, or undefined when the inbox does not show it. */

@@ -216,6 +216,8 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
           claimed_at: null,
           claim_expires_at: null,
           from_identity: alice.id,
+          source_org: null,
+          federation: null,
         });
         expect(task.id).toMatch(ULID);
         expect(Number.isNaN(Date.parse(task.created_at))).toBe(false);

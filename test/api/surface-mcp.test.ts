@@ -12,10 +12,11 @@ import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk } from './support.js';
 
-/** the interface's eighteen tools */
+/** the interface's eighteen tools and the three reservation tools (issue 17) */
 const TOOLS = [
   'svc_emit_signal', 'svc_batch_emit', 'svc_check_inbox', 'svc_claim_task', 'svc_ack_signal', 'svc_search_signals', 'svc_get_thread', 'svc_whoami', 'svc_list_roles', 'svc_list_rings', 'svc_list_identities',
   'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate',
+  'svc_reserve_paths', 'svc_release_paths', 'svc_check_reservations',
 ];
 
 async function connect(url: string, key: string) {
@@ -67,7 +68,7 @@ for (const backend of BACKENDS) {
 
     it('lists every tool with an input schema generated from the shared TypeBox schema', async () => {
       const { tools } = await a.client.listTools();
-      expect(tools).toHaveLength(18);
+      expect(tools).toHaveLength(TOOLS.length);
       expect(tools.map((t) => t.name).sort()).toEqual([...TOOLS].sort());
       for (const t of tools) {
         expect(t.inputSchema.type).toBe('object');

@@ -1,7 +1,7 @@
 /**
  * Store port contract: one list of behaviours, run against every adapter. Each test gets a fresh store
- * (embedded: a new LMDB dir; redis: a new namespace on a private redis-server), so timers and logs never leak
- * between tests.
+ * (embedded: a new LMDB dir; redis: a new namespace on a private redis-server; redis-cluster: a new namespace
+ * on a private 3+3 Redis Cluster), so timers and logs never leak between tests.
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
@@ -10,17 +10,19 @@ import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded.
 import type { LogEntry, Op, Store } from '../../src/store/port.js';
 import { openRedisStore } from '../../src/store/redis.js';
 import { startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
+import { startRedisCluster, type RedisCluster } from '../helpers/redis-cluster.js';
 import { waitFor } from '../helpers/wait.js';
 
 const RUN = `contract-${process.pid}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 
 let redis: RedisServer | undefined;
+let cluster: RedisCluster | undefined;
 const dirs: string[] = [];
 const open = new Set<Store>();
 
 beforeAll(async () => {
-  redis = await startRedis();
-});
+  [redis, cluster] = await Promise.all([startRedis(), startRedisCluster()]);
+}, 120_000);
 
 afterEach(async () => {
   for (const s of open) await s.close();
@@ -30,7 +32,7 @@ afterEach(async () => {
 afterAll(async () => {
   for (const s of open) await s.close();
   open.clear();
-  await redis?.stop();
+  await Promise.all([redis?.stop(), cluster?.stop()]);
   await Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true })));
 });
 
@@ -41,7 +43,7 @@ interface Handle {
 }
 
 interface Backend {
-  name: 'embedded' | 'redis';
+  name: 'embedded' | 'redis' | 'redis-cluster';
   fresh(): Promise<Handle>;
 }
 
@@ -73,7 +75,23 @@ const backends: Backend[] = [
     name: 'redis',
     async fresh() {
       if (!redis) throw new Error('redis-server was not started');
-      const opts = { url: redis.url, prefix: 'test', namespace: `${RUN}-${++nsCounter}` };
+      const opts = { target: { url: redis.url }, prefix: 'test', namespace: `${RUN}-${++nsCounter}` };
+      const h: Handle = {
+        store: track(await openRedisStore(opts)),
+        async reopen() {
+          await closeTracked(h.store);
+          h.store = track(await openRedisStore(opts));
+          return h.store;
+        },
+      };
+      return h;
+    },
+  },
+  {
+    name: 'redis-cluster',
+    async fresh() {
+      if (!cluster) throw new Error('the Redis Cluster was not started');
+      const opts = { target: { clusterNodes: cluster.seeds.split(',') }, prefix: 'test', namespace: `${RUN}-${++nsCounter}` };
       const h: Handle = {
         store: track(await openRedisStore(opts)),
         async reopen() {
@@ -101,7 +119,7 @@ describe.each(backends)('Store contract: $name', (backend) => {
 
   it('reports its backend', async () => {
     await fresh();
-    expect(s.backend).toBe(backend.name);
+    expect(s.backend).toBe(backend.name === 'embedded' ? 'embedded' : 'redis');
     expect(typeof (await s.ping())).toBe('number');
   });
 

@@ -7,10 +7,7 @@
  * - Redis paused (SIGSTOP): 504 DB_QUERY_TIMEOUT within the query timeout, and after SIGCONT it answers again;
  * - a commit that timed out is applied whole or not at all, and is not retried.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
-import { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
@@ -19,70 +16,13 @@ import { openRedisStore } from '../../src/store/redis.js';
 import type { Store } from '../../src/store/port.js';
 import { bootstrap, Client, join, type Member, type Res } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
-import { freePort, tempDir, waitExit } from '../helpers/redis.js';
+import { OwnRedis } from '../helpers/redis.js';
 import { expectError, expectOk, waitFor } from '../api/support.js';
 
 const CONNECT_MS = 1000;
 const QUERY_MS = 1500;
 /** scheduling slack on a loaded 2-core machine; an answer that hung on Redis would take far longer */
 const MARGIN_MS = 1500;
-
-/** A redis-server this test owns: kill, pause, resume and start again on the same port and data. */
-class OwnRedis {
-  private proc: ChildProcess | undefined;
-  private constructor(
-    readonly port: number,
-    private dir: string,
-  ) {}
-
-  static async start(): Promise<OwnRedis> {
-    const r = new OwnRedis(await freePort(), await tempDir('redis-outage'));
-    await r.up();
-    return r;
-  }
-
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  async up(): Promise<void> {
-    const args = ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--bind', '127.0.0.1', '--port', String(this.port), '--dir', this.dir];
-    this.proc = spawn('redis-server', args, { stdio: 'ignore' });
-    await waitFor('redis-server to answer PING', () => pingOnce(this.port), (ok) => ok, 5000, 50);
-  }
-
-  async kill(): Promise<void> {
-    const p = this.proc;
-    if (!p) return;
-    this.proc = undefined;
-    p.kill('SIGCONT');
-    p.kill('SIGKILL');
-    await waitExit(p, 5000);
-  }
-
-  signal(sig: 'SIGSTOP' | 'SIGCONT'): void {
-    this.proc?.kill(sig);
-  }
-
-  async stop(): Promise<void> {
-    await this.kill();
-    await rm(this.dir, { recursive: true, force: true });
-  }
-}
-
-function pingOnce(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const sock = new Socket();
-    const done = (ok: boolean) => {
-      sock.destroy();
-      resolve(ok);
-    };
-    sock.setTimeout(500, () => done(false));
-    sock.once('error', () => done(false));
-    sock.once('data', (d) => done(d.toString().startsWith('+PONG')));
-    sock.connect(port, '127.0.0.1', () => sock.write('PING\r\n'));
-  });
-}
 
 async function timed<T>(f: () => Promise<T>): Promise<{ r: T; ms: number }> {
   const t = Date.now();
@@ -203,7 +143,7 @@ describe('requests while Redis is away', () => {
   });
 
   it('a commit that timed out is applied whole or not at all, and never retried', async () => {
-    const store: Store = await openRedisStore({ url: redis.url, prefix: 'atomic' + randomBytes(4).toString('hex'), connectTimeoutMs: CONNECT_MS, queryTimeoutMs: QUERY_MS });
+    const store: Store = await openRedisStore({ target: { url: redis.url }, prefix: 'atomic' + randomBytes(4).toString('hex'), connectTimeoutMs: CONNECT_MS, queryTimeoutMs: QUERY_MS });
     const commit = (n: string) =>
       store.commit([
         { op: 'put', key: `rec:${n}`, value: { n }, expect: 0 },

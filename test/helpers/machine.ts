@@ -67,6 +67,8 @@ export function signalContext(overrides: Partial<SignalContext> = {}): SignalCon
     protocol_version: 'svc/1.0',
     delivery_count: 0,
     max_attempts: 3,
+    source_org: null,
+    federation: null,
     created_at: t,
     updated_at: t,
     ...overrides,

@@ -161,3 +161,62 @@ export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> 
   }
   throw new Error(`could not start redis-server after 5 attempts:\n${last}`);
 }
+
+/**
+ * A redis-server a fault test owns: append-only file with fsync always (a restart keeps every answered
+ * write), killed, paused, resumed and started again on the same port and data.
+ */
+export class OwnRedis {
+  private proc: ChildProcess | undefined;
+  private constructor(
+    readonly port: number,
+    private dir: string,
+  ) {}
+
+  static async start(): Promise<OwnRedis> {
+    const bin = findOnPath('redis-server');
+    if (!bin) throw new Error(NOT_FOUND);
+    const r = new OwnRedis(await freePort(), await tempDir('redis-own'));
+    await r.up();
+    return r;
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  get running(): boolean {
+    return this.proc !== undefined;
+  }
+
+  /** Starts redis-server on this port and data dir; resolves once it answers PING. */
+  async up(): Promise<void> {
+    const args = ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always', '--bind', '127.0.0.1', '--port', String(this.port), '--dir', this.dir];
+    const proc = spawn('redis-server', args, { stdio: 'ignore' });
+    this.proc = proc;
+    const deadline = Date.now() + 10_000;
+    while (!(await pingOnce(this.port))) {
+      if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`redis-server on port ${this.port} did not come up (exit ${proc.exitCode})`);
+      await sleep(50);
+    }
+  }
+
+  /** SIGKILL: no shutdown save, connections cut at once. */
+  async kill(): Promise<void> {
+    const p = this.proc;
+    if (!p) return;
+    this.proc = undefined;
+    p.kill('SIGCONT');
+    p.kill('SIGKILL');
+    await waitExit(p, 5000);
+  }
+
+  signal(sig: 'SIGSTOP' | 'SIGCONT'): void {
+    this.proc?.kill(sig);
+  }
+
+  async stop(): Promise<void> {
+    await this.kill();
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

@@ -39,6 +39,14 @@ describe('config', () => {
     expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true, dbConnectTimeoutMs: 750, dbQueryTimeoutMs: 1500 });
   });
 
+  it('Redis Cluster: REDIS_CLUSTER_NODES is a comma list of host:port seeds, exclusive with REDIS_URL', () => {
+    expect(readConfig({}).redisClusterNodes).toBeUndefined();
+    expect(readConfig({ REDIS_CLUSTER_NODES: 'r1:7000, r2:7001,10.0.0.3:7002' }).redisClusterNodes).toEqual(['r1:7000', 'r2:7001', '10.0.0.3:7002']);
+    expect(configReport(readConfig({ REDIS_CLUSTER_NODES: 'r1:7000,r2:7001' })).find((s) => s.name === 'REDIS_CLUSTER_NODES')).toMatchObject({ value: 'r1:7000,r2:7001', source: 'env' });
+    for (const bad of ['r1', 'r1:', 'redis://r1:7000', 'r1:70000', ',']) expect(() => readConfig({ REDIS_CLUSTER_NODES: bad })).toThrow(/^REDIS_CLUSTER_NODES must be a comma list of host:port/);
+    expect(() => readConfig({ REDIS_CLUSTER_NODES: 'r1:7000', REDIS_URL: 'redis://h:1' })).toThrow(/^REDIS_URL and REDIS_CLUSTER_NODES are exclusive/);
+  });
+
   it('blobs: files under DATA_DIR unless S3_ENDPOINT is set; then S3 with its settings', () => {
     expect(readConfig({})).toMatchObject({ maxUploadBytes: 100 * 1024 * 1024, s3: undefined });
     expect(readConfig({ MAX_UPLOAD_BYTES: '2048' }).maxUploadBytes).toBe(2048);
