@@ -44,7 +44,7 @@ import { Runtime } from './runtime/runtime.js';
 import { CompanyRecord } from './org/company.js';
 import { Discovery } from './org/discovery.js';
 import { Peers, peerKind } from './org/peers.js';
-import { Memberships, membershipKind } from './org/memberships.js';
+import { Memberships, membershipKind, migrateLegacyMemberships } from './org/memberships.js';
 import { Org } from './org/service.js';
 import { Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
@@ -102,6 +102,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
   runtime.register(reservationKind);
+  const migrated = await migrateLegacyMemberships(runtime);
+  if (migrated) log.info({ migrated }, 'legacy membership records moved to the membership actor');
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);

@@ -29,11 +29,11 @@ export function validate<T>(v: Validator<T>, value: unknown, domainCode?: ErrorC
 }
 
 /** Query strings arrive as text: convert numbers and booleans by the schema before checking. */
-export function validateQuery<T>(v: Validator<T>, raw: Record<string, string>): T {
+export function validateQuery<T>(v: Validator<T>, raw: Record<string, string>, domainCode?: ErrorCode): T {
   const converted = Value.Convert(v.schema, { ...raw }) as Record<string, unknown>;
   // Convert truncates "2.5" to an integer 2: keep the text wherever the number is not exactly what was sent.
   for (const k of Object.keys(raw)) if (typeof converted[k] === 'number' && (converted[k] as number) !== Number(raw[k])) converted[k] = raw[k];
-  return validate(v, converted, undefined);
+  return validate(v, converted, domainCode);
 }
 
 /** A comma-separated query value as a list of its non-empty, trimmed items. */

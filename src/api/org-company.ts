@@ -43,5 +43,13 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
   // the answer that issues the secret: the only read of it (docs/federation.md)
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
   { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await federationOut.withDeliveries(await peers.list(r.query.status)) }) },
-  { method: 'get', path: '/discovery', auth: 'key', handler: async (r) => ({ data: await discovery.directory(r.principal, r.query) }) },
+  {
+    method: 'get',
+    path: '/discovery',
+    auth: 'key',
+    handler: async (r) => {
+      const data = await discovery.directory(r.principal, r.query);
+      return { data, meta: { cursor: data.cursor } };
+    },
+  },
 ];

@@ -3,17 +3,16 @@
  * request is an auth-request actor. Approval creates the identity and its membership in the same commit as
  * the request's move to `approved`; the requester then signs in with SIWE.
  */
-import { transition } from 'xstate';
-import { authRequestMachine, type AuthRequestContext, type AuthRequestEvent } from '../../actors/auth-request.js';
-import { AppError, type ErrorCode } from '../errors.js';
-import { iso, now } from '../clock.js';
+import type { AuthRequestContext } from '../../actors/auth-request.js';
+import { AppError } from '../errors.js';
+import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-import { actorKey, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
 import type { Siwe } from '../auth/siwe.js';
-import { AUTH_REQUEST, authRequestIndexes, authRequestKind, authRequestView } from './auth-request-kind.js';
+import { AUTH_REQUEST, authRequestIndexes, authRequestView } from './auth-request-kind.js';
 import { identityPlan } from './create.js';
 import { keys, type Principal } from './model.js';
 import type { Registry } from './registry.js';
@@ -79,53 +78,28 @@ export class AuthRequests {
     });
   }
 
+  /** The identity (and its membership) is created in the commit of the request's move to approved. */
   async approve(admin: Principal, id: string): Promise<AuthRequest & { identity: unknown }> {
-    return this.rt.retry(async () => {
-      const cur = await this.load(id);
-      const identityId = newId();
-      const next = step(cur.value, { type: 'APPROVE', now: now(), by: admin.identity.id, identity_id: identityId });
-      const c = cur.value.context;
-      const taken = new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${c.name}" exists`, { field: 'name', reason: 'taken' });
-      const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, false);
-      const ops: Op[] = [...moveOps(cur, next), ...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId } })];
-      return { ops, result: { ...authRequestView(next), identity: plan.identity } };
+    const identityId = newId();
+    let identity: unknown;
+    const done = await this.rt.send<AuthRequestContext>(AUTH_REQUEST, id, { type: 'APPROVE', by: admin.identity.id, identity_id: identityId }, {
+      notFound: 'AUTH_REQUEST_NOT_FOUND',
+      extra: async (next) => {
+        const c = next.context;
+        const taken = new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${c.name}" exists`, { field: 'name', reason: 'taken' });
+        const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, false);
+        identity = plan.identity;
+        return [...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId } })];
+      },
     });
+    return { ...authRequestView(done!.record), identity };
   }
 
   async reject(admin: Principal, id: string): Promise<AuthRequest> {
-    return this.rt.retry(async () => {
-      const cur = await this.load(id);
-      const next = step(cur.value, { type: 'REJECT', now: now(), by: admin.identity.id });
-      const ops: Op[] = [...moveOps(cur, next), ...auditOps({ actor: admin.identity.id, action: 'auth_request.reject', target: id, requestId: admin.requestId })];
-      return { ops, result: authRequestView(next) };
+    const done = await this.rt.send<AuthRequestContext>(AUTH_REQUEST, id, { type: 'REJECT', by: admin.identity.id }, {
+      notFound: 'AUTH_REQUEST_NOT_FOUND',
+      extra: () => auditOps({ actor: admin.identity.id, action: 'auth_request.reject', target: id, requestId: admin.requestId }),
     });
+    return authRequestView(done!.record);
   }
-
-  private async load(id: string) {
-    const cur = await this.rt.load<AuthRequestContext>(AUTH_REQUEST, id);
-    if (!cur) throw new AppError('AUTH_REQUEST_NOT_FOUND');
-    return cur;
-  }
-}
-
-/** The machine's move for one event (pure), or its refusal. */
-function step(rec: ActorRecord<AuthRequestContext>, event: AuthRequestEvent): ActorRecord<AuthRequestContext> {
-  const snap = authRequestMachine.resolveState({ value: rec.value, context: rec.context });
-  const [next, actions] = transition(authRequestMachine, snap, event);
-  const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
-  if (refusal || next.value === snap.value) throw new AppError(refusal?.params?.code ?? authRequestKind.invalid);
-  return { value: next.value as string, context: next.context };
-}
-
-/**
- * The record's compare-and-set write and its index move. The runtime's `send` commits an event's ops
- * alone; approval must commit the identity with it, so the review writes the move itself.
- */
-function moveOps(cur: { version: number; value: ActorRecord<AuthRequestContext> }, next: ActorRecord<AuthRequestContext>): Op[] {
-  const id = next.context.id;
-  return [
-    { op: 'put', key: actorKey(AUTH_REQUEST, id), value: next, expect: cur.version },
-    { op: 'index', index: authRequestIndexes.byState(cur.value.value), member: id, remove: true },
-    { op: 'index', index: authRequestIndexes.byState(next.value), member: id },
-  ];
 }

@@ -1,5 +1,5 @@
 /** The identity directory (admin): list, show, update, delete; identities with last_seen from presence. */
-import { MEMBERSHIP } from '../org/memberships.js';
+import { membershipLeaveOps } from '../org/memberships.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import type { Org } from '../org/service.js';
@@ -80,8 +80,8 @@ export class Identities {
   }
 
   /**
-   * Deletes the identity in one commit (record, name, wallet, keys revoked, membership removed, admin set,
-   * audit entry), then ends its fills and ring memberships through the org service. Its signals stay.
+   * Deletes the identity in one commit (record, name, wallet, keys revoked, the membership's move to removed
+   * through its kind's ops, admin set, audit entry, access ended), then ends its fills and ring memberships through the org service. Its signals stay.
    */
   async delete(admin: Principal, id: string): Promise<Identity> {
     const gone = await this.rt.retry(async () => {
@@ -96,14 +96,14 @@ export class Identities {
         { op: 'index', index: indexes.identities, member: id, remove: true },
         ...apiKeys.flatMap((k): Op[] => (k && !(k.value as ApiKey).revoked ? [{ op: 'put', key: keys.apiKey((k.value as ApiKey).id), value: { ...(k.value as ApiKey), revoked: true }, expect: k.version }] : [])),
         ...auditOps({ actor: admin.identity.id, action: 'identity.delete', target: id, requestId: admin.requestId, details: { name: identity.name, keys_revoked: keyIds.length } }),
+        // before the membership's own entries: the identity's sockets close as deleted (key revoked)
         accessEndedOp(id, 'deleted'),
+        ...(await membershipLeaveOps(this.rt, id)),
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));
       return { result: identity, ops };
     });
-    // the membership actor ends removed through its own machine (its indexes and journal follow)
-    await this.rt.send(MEMBERSHIP, id, { type: 'REMOVE' }, { quiet: true });
     await this.leaveOrg(id, admin);
     return gone;
   }

@@ -66,12 +66,22 @@ export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]
   );
 }
 
-/** An identity's access ended (deleted, membership suspended or removed): its open sockets and streams close. */
+/**
+ * An identity's access ended (deleted, membership suspended or removed): the one entry on which its open
+ * sockets and streams close. Appended in the commit that ends the access (the membership kind's journal,
+ * the identity's deletion).
+ */
 export const ACCESS_ENDED = 'identity.access_ended';
 export type AccessEndedReason = 'deleted' | 'suspended' | 'removed';
 
-export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op =>
-  eventOp({ type: ACCESS_ENDED, subject: 'identity', data: { identity_id: identityId, reason }, audience: { identities: [identityId] } });
+export const accessEndedEntry = (identityId: string, reason: AccessEndedReason): EventEntry => ({
+  type: ACCESS_ENDED,
+  subject: 'identity',
+  data: { identity_id: identityId, reason },
+  audience: { identities: [identityId] },
+});
+
+export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op => eventOp(accessEndedEntry(identityId, reason));
 
 /** The reason this entry ends the identity's access, if it does. */
 export function accessEndedFor(e: JournalEntry, identityId: string): AccessEndedReason | undefined {

@@ -26,7 +26,7 @@ import { isAppError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
-import { accessEndedFor, isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import { accessEndedFor, type JournalEntry } from '../journal/journal.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
 
@@ -115,12 +115,8 @@ class Subscriptions {
   }
 }
 
-/** The identity was deleted, or its membership left `active` (the push channels' rule too). */
-function accessEnds(e: JournalEntry, identityId: string): boolean {
-  if (accessEndedFor(e, identityId)) return true;
-  const m = isSignalEntry(e) || e.type !== 'membership.changed' ? undefined : (e.data as { identity_id?: string; status?: string });
-  return m?.identity_id === identityId && m.status !== 'active';
-}
+/** The identity was deleted, or its membership left `active`: the journal's one access-ended entry (the push channels' rule too). */
+const accessEnds = (e: JournalEntry, identityId: string): boolean => accessEndedFor(e, identityId) !== undefined;
 
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };
 

@@ -2,18 +2,19 @@
  * Memberships: one actor per identity (actor id = identity id, so authentication reads it in the same
  * round trip as the identity), found by its own id through a `membership-id:` record. One central claw
  * per org is a unique record the actor's state claims (`uniques`), so two concurrent claims cannot both
- * commit. Every status or claw-type change appends `membership.changed` to the push journal in its commit:
- * webhooks hear of it, and the identity's own sockets and streams close when it is no longer active.
+ * commit. Every status or claw-type change appends `membership.changed` to the push journal in its commit
+ * (webhooks hear of it); leaving `active` also appends the identity's access-ended entry, on which its own
+ * sockets and streams close (the one access-loss mechanism, docs/realtime.md).
  */
 import { membershipMachine, MEMBERSHIP_STATUS_EVENT, type ClawType, type MembershipContext, type MembershipStatus } from '../../actors/membership.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-import { JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
+import { accessEndedEntry, JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
-import type { Op, Store } from '../store/port.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
-import { keys, type Company, type Identity, type Membership } from '../identity/model.js';
+import type { Op, Store, Versioned } from '../store/port.js';
+import { forEachPage, scanDesc, type Scanned } from '../store/scan.js';
+import { indexes as identityIndexes, keys, type Company, type Identity, type Membership } from '../identity/model.js';
 
 export const MEMBERSHIP = 'membership';
 export const membershipIndexes = { all: 'memberships', byStatus: (s: string) => `memberships:status:${s}` };
@@ -40,9 +41,22 @@ export const membershipKind: ActorKind<MembershipContext> = {
     if (!prev) return undefined;
     const m = membershipView(r);
     const entry: EventEntry = { type: 'membership.changed', subject: 'membership', data: { ...m, previous_status: prev.value, previous_claw_type: prev.context.claw_type }, audience: { identities: [m.identity_id] } };
-    return { log: JOURNAL_LOG, entry };
+    // leaving active ends the identity's access in the same commit, whoever sent the event
+    const ended = prev.value === 'active' && r.value !== 'active' ? [{ log: JOURNAL_LOG, entry: accessEndedEntry(m.identity_id, r.value as 'suspended' | 'removed') }] : [];
+    return [{ log: JOURNAL_LOG, entry }, ...ended];
   },
 };
+
+/**
+ * The ops that end an identity's membership as `removed`, for the commit that deletes the identity (which
+ * appends its own access-ended entry). With no move to make, a check that the record is still as read, so a
+ * membership reinstated meanwhile fails the commit and the caller plans again.
+ */
+export async function membershipLeaveOps(rt: Runtime, identityId: string): Promise<Op[]> {
+  const cur = await rt.load<MembershipContext>(MEMBERSHIP, identityId);
+  const move = cur && rt.moveOps(MEMBERSHIP, identityId, cur, { type: 'REMOVE' });
+  return move ? move.ops : [{ op: 'check', key: actorKey(MEMBERSHIP, identityId), expect: cur?.version ?? 0 }];
+}
 
 /** The ops that create an identity's membership (in the identity's own commit), without a runtime at hand. */
 export function membershipCreateOps(identityId: string, company: Company, now = iso()): Op[] {
@@ -116,9 +130,43 @@ export class Memberships {
     const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: 'SET_CLAW_TYPE', claw_type: clawType });
     return membershipView(done!.record);
   }
-
-  /** An identity leaving (deleted): its membership ends removed. */
-  async remove(identityId: string): Promise<void> {
-    await this.rt.send(MEMBERSHIP, identityId, { type: 'REMOVE' }, { quiet: true });
-  }
 }
+
+/**
+ * Before the membership actor (commit 27e63e9) a membership was a plain record `membership:<identity id>`
+ * holding the Membership itself, with no index, no id record and no central-claw claim. Startup moves
+ * each one an identity still has into the actor form and deletes it; a marker record skips the walk on
+ * later starts. Idempotent: an actor already there wins and the old record is only dropped.
+ */
+const legacyKey = (identityId: string) => `membership:${identityId}`;
+const LEGACY_DONE = 'migration:membership-actor';
+
+export async function migrateLegacyMemberships(rt: Runtime): Promise<number> {
+  if (await rt.store.get(LEGACY_DONE)) return 0;
+  let moved = 0;
+  await forEachPage(rt.store, identityIndexes.identities, async (ids) => {
+    const rows = await rt.store.getMany<Membership>(ids.map(legacyKey));
+    for (const [n, row] of rows.entries()) if (row && (await migrateOne(rt, ids[n], row))) moved++;
+  });
+  await rt.store.commit([{ op: 'put', key: LEGACY_DONE, value: { at: iso(), moved } }]);
+  return moved;
+}
+
+async function migrateOne(rt: Runtime, identityId: string, row: Versioned<Membership>): Promise<boolean> {
+  const drop: Op = { op: 'del', key: legacyKey(identityId), expect: row.version };
+  if (await rt.load(MEMBERSHIP, identityId)) {
+    await rt.store.commit([drop]);
+    return false;
+  }
+  const { status, ...context } = row.value;
+  const ops = (claw: ClawType | null): Op[] => [
+    ...rt.createOps<MembershipContext>(MEMBERSHIP, identityId, { value: status, context: { ...context, claw_type: claw } }),
+    { op: 'put', key: idKey(context.id), value: { identity_id: identityId }, expect: 0 },
+    drop,
+  ];
+  const res = await rt.store.commit(ops(context.claw_type as ClawType | null));
+  // a second central claw from before the rule existed keeps its membership without the claim
+  if (!res.ok && res.conflict === CENTRAL_CLAW_KEY) return (await rt.store.commit(ops(null))).ok;
+  return res.ok;
+}
+

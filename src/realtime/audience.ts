@@ -9,7 +9,7 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { inAudience, isSignalEntry, type AccessEndedReason, type JournalEntry } from '../journal/journal.js';
+import { accessEndedFor, inAudience, isSignalEntry, type AccessEndedReason, type JournalEntry } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from './lru.js';
@@ -104,9 +104,10 @@ export class Audience {
 export const accessError = (reason: AccessEndedReason): AppError =>
   reason === 'deleted' ? new AppError('AUTH_KEY_REVOKED', 'The identity of this key was deleted') : new AppError('POLICY_MEMBERSHIP_REQUIRED', `The membership was ${reason}`);
 
-/** A `membership.changed` entry that leaves this identity without an active membership: its connections end. */
-export function endsMembership(e: JournalEntry, identityId: string): boolean {
-  if (isSignalEntry(e) || e.type !== 'membership.changed') return false;
-  const m = e.data as { identity_id?: string; status?: string };
-  return m.identity_id === identityId && m.status !== 'active';
-}
+/**
+ * Why the entry at `seq` ends a connection of this identity, if it does: an access-ended entry committed
+ * after `verifiedAt`, the journal cursor read before the connection's key was checked. An older one (met in a
+ * replay from an old cursor) was already reflected by that check: the identity has been reinstated since.
+ */
+export const accessEnds = (e: JournalEntry, seq: number, identityId: string, verifiedAt: number): AccessEndedReason | undefined =>
+  seq > verifiedAt ? accessEndedFor(e, identityId) : undefined;

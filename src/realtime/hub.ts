@@ -28,8 +28,8 @@ export interface Subscriber {
   lastSeq: number;
   /** false once closed: a closed subscriber is never attached */
   readonly open: boolean;
-  /** sync: whether this subscriber is shown the entry */
-  wants(e: JournalEntry): boolean;
+  /** sync: whether this subscriber is shown the entry (at `seq`) */
+  wants(e: JournalEntry, seq: number): boolean;
   deliver(e: JournalEntry, seq: number): Delivery;
   /** true once the send buffer has room; false when closed or when it made no room in time (it has then cut itself off) */
   room(): Promise<boolean>;
@@ -156,7 +156,7 @@ export class Hub {
   private offer(slot: Slot, e: LogEntry<JournalEntry>): Delivery {
     const sub = slot.sub;
     if (e.seq <= sub.lastSeq) return 'sent';
-    if (!sub.wants(e.entry)) {
+    if (!sub.wants(e.entry, e.seq)) {
       sub.lastSeq = e.seq;
       return 'sent';
     }
@@ -180,7 +180,7 @@ export class Hub {
         if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);
         for (const e of page) {
           for (;;) {
-            if (e.seq > sub.lastSeq && sub.wants(e.entry) && !(await this.room(slot))) return this.detach(sub);
+            if (e.seq > sub.lastSeq && sub.wants(e.entry, e.seq) && !(await this.room(slot))) return this.detach(sub);
             if (this.slots.get(sub) !== slot) return;
             const r = this.offer(slot, e);
             if (r === 'gone') return;

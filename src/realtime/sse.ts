@@ -11,8 +11,8 @@ import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
-import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
-import { Audience, endsMembership } from './audience.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { accessEnds, Audience } from './audience.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
@@ -36,6 +36,8 @@ class Stream implements Subscriber {
     private principal: Principal,
     private audience: Audience,
     rid: string,
+    /** the journal cursor before the key was checked */
+    private verifiedAt: number,
   ) {
     this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
     const res = x.res;
@@ -68,26 +70,19 @@ class Stream implements Subscriber {
     return !this.done;
   }
 
-  wants(e: JournalEntry): boolean {
-    const me = this.principal.identity.id;
-    const wanted = this.audience.wants(e);
-    // an ended access closes the stream even when its filters would not show the entry
-    if (accessEndedFor(e, me) || (!wanted && endsMembership(e, me))) {
+  /** An ended access ends the stream whatever its filters; EventSource's reconnect is then refused. */
+  wants(e: JournalEntry, seq: number): boolean {
+    if (accessEnds(e, seq, this.principal.identity.id, this.verifiedAt)) {
       this.end();
       return false;
     }
-    return wanted;
+    return this.audience.wants(e);
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
     this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
-    // the identity is no longer an active member: end the stream; EventSource's reconnect is refused with 403
-    if (endsMembership(e, this.principal.identity.id)) {
-      this.end();
-      return 'gone';
-    }
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
@@ -149,13 +144,14 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
       try {
         const token = q.get('token');
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
+        const verifiedAt = rt.hub.cursor;
         const principal = await principalForKey(rt.store, token, false);
         const after = lastEventId !== undefined ? parseCursor(lastEventId, 'last_event_id') : undefined;
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
         const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
-        stream = new Stream(x, rt, principal, audience, rid);
+        stream = new Stream(x, rt, principal, audience, rid, verifiedAt);
         await rt.hub.attach(stream, after);
       } catch (e) {
         if (stream) stream.fail(e);

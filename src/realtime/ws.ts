@@ -10,8 +10,8 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
-import { accessEndedFor, frameOf, type JournalEntry } from '../journal/journal.js';
-import { accessError, Audience, endsMembership, type Filters } from './audience.js';
+import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { accessEnds, accessError, Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
 import { Drain } from './drain.js';
@@ -21,6 +21,8 @@ interface SocketData {
   principal: Principal;
   key: string;
   after: number | undefined;
+  /** the journal cursor before the key was checked */
+  verifiedAt: number;
   conn?: Connection;
 }
 
@@ -63,6 +65,7 @@ class Connection implements Subscriber {
     private rt: Realtime,
     principal: Principal,
     private key: string,
+    private verifiedAt: number,
   ) {
     this.audience = new Audience(principal, rt.reach, false);
     this.limits = limits(rt);
@@ -74,19 +77,14 @@ class Connection implements Subscriber {
     return !this.closed;
   }
 
-  wants(e: JournalEntry): boolean {
-    const ended = accessEndedFor(e, this.audience.principal.identity.id);
+  /** An ended access closes the socket whatever its filters. */
+  wants(e: JournalEntry, seq: number): boolean {
+    const ended = accessEnds(e, seq, this.audience.principal.identity.id, this.verifiedAt);
     if (ended) {
       if (!this.closed) this.fatal(ended === 'deleted' ? CLOSE.unauthorized : CLOSE.forbidden, accessError(ended));
       return false;
     }
-    const wanted = this.audience.wants(e);
-    // a membership that ended closes the socket even when its filters would not show the entry
-    if (!wanted && endsMembership(e, this.audience.principal.identity.id)) {
-      if (!this.closed) this.fatal(CLOSE.forbidden, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
-      return false;
-    }
-    return wanted;
+    return this.audience.wants(e);
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
@@ -95,10 +93,6 @@ class Connection implements Subscriber {
     const { subject, data } = frameOf(e);
     if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
     this.sentSeq = seq;
-    if (endsMembership(e, this.audience.principal.identity.id)) {
-      this.fatal(CLOSE.forbidden, new AppError('POLICY_MEMBERSHIP_REQUIRED'));
-      return 'gone';
-    }
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
@@ -270,12 +264,13 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           const bearer = bearerToken(header);
           const key = bearer ?? q.get('token') ?? '';
           if (!key) throw new AppError('AUTH_KEY_MISSING');
+          const verifiedAt = rt.hub.cursor;
           const principal = await principalForKey(rt.store, key, false);
           const after = q.has('after') ? parseCursor(q.get('after')) : undefined;
           if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
           if (aborted) return;
-          res.cork(() => res.upgrade<SocketData>({ principal, key, after }, secKey, secProtocol, secExtensions, context));
+          res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt }, secKey, secProtocol, secExtensions, context));
         } catch (e) {
           if (aborted) return;
           const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
@@ -287,7 +282,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
     },
     open: (ws) => {
       const d = ws.getUserData();
-      const conn = new Connection(ws, rt, d.principal, d.key);
+      const conn = new Connection(ws, rt, d.principal, d.key, d.verifiedAt);
       d.conn = conn;
       rt.presence.connected(d.principal.identity.id);
       conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });

@@ -41,8 +41,8 @@ export interface ActorKind<C = any> {
   /** index entries ([index, member]) the record implies; diffed on every commit */
   indexes(rec: ActorRecord<C>): [string, string][];
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
-  /** log entries every commit of this kind appends atomically (the push journal), if any */
-  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): { log: string; entry: unknown } | { log: string; entry: unknown }[] | undefined;
+  /** the log entries (one or several) every commit of this kind appends atomically (the push journal), if any */
+  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): LogAppend | LogAppend[] | undefined;
   /**
    * Unique records the state claims (one central claw per org): written with expect:0 when claimed, deleted
    * when released, in the same commit. A commit that loses one to another holder fails with its code.
@@ -62,6 +62,11 @@ export interface ActorKind<C = any> {
   timerEvent?(id: string, event: string, rt: Runtime): Promise<Record<string, unknown>>;
 }
 
+export interface LogAppend {
+  log: string;
+  entry: unknown;
+}
+
 export interface Committed<C> {
   id: string;
   record: ActorRecord<C>;
@@ -74,8 +79,11 @@ export interface SendOptions<C> {
   notFound?: ErrorCode;
   /** actors created on their first event (inbox receipts): the record to start from when none is stored */
   create?: () => ActorRecord<C>;
-  /** ops committed together with the transition (an audit entry), given the new and the previous record */
-  extra?: (rec: ActorRecord<C>, prev: ActorRecord<C>) => Op[];
+  /**
+   * ops committed together with the transition (an audit entry, a record the move creates), given the new and
+   * the previous record. Called again on every attempt, so reads it makes are fresh; an error it throws ends the send.
+   */
+  extra?: (rec: ActorRecord<C>, prev: ActorRecord<C>) => Op[] | Promise<Op[]>;
 }
 
 const MAX_RETRIES = 50;
@@ -188,24 +196,13 @@ export class Runtime {
         if (opts.quiet) return undefined;
         throw new AppError(opts.notFound ?? k.notFound);
       }
-      const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
-      const at = (event.now as number) ?? clock();
-      const [next, actions] = transition(k.machine, snap, { ...event, now: at } as any);
-      const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
-      if (refusal || (next.value === snap.value && next.context === snap.context)) {
+      const move = this.quietly(opts, () => this.move(k, id, cur, stored !== undefined, event));
+      if (!move) {
         if (opts.quiet) return undefined;
-        throw new AppError(refusal?.params?.code ?? k.invalid);
+        throw new AppError(k.invalid);
       }
-      const before = stored ? cur.value : undefined;
-      const record = withHistory<C>({ value: next.value as string, context: next.context as C }, cur.value, event.type, at);
-      const ops: Op[] = [
-        { op: 'put', key, value: record, expect: cur.version },
-        ...diffIndexes(before ? indexesOf(k, id, before) : [], indexesOf(k, id, record)),
-        ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
-        ...journalOps(k, record, before),
-        ...(opts.extra?.(record, cur.value) ?? []),
-      ];
-      const claimed = diffUniques(k, id, before, record, ops);
+      const { record, before, ops, claimed } = move;
+      ops.push(...((await opts.extra?.(record, cur.value)) ?? []));
       const res = await this.store.commit(ops);
       if (res.ok) {
         this.afterCommit(k, id, record, before);
@@ -216,6 +213,47 @@ export class Runtime {
       if (lost) throw new AppError(lost.code);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
+  }
+
+  /** a quiet send ignores a refusal */
+  private quietly<T>(opts: { quiet?: boolean }, fn: () => T): T | undefined {
+    try {
+      return fn();
+    } catch (e) {
+      if (opts.quiet && e instanceof AppError) return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * The ops of one event's move on a loaded record, for a plan that commits it with other writes (an identity's
+   * deletion removes its membership in the same commit); undefined when the event changes nothing. The caller
+   * commits them (a lost version check means: load again and re-plan); listeners and `committed` are not told.
+   */
+  moveOps<C>(kind: string, id: string, cur: Versioned<ActorRecord<C>>, event: Record<string, unknown> & { type: string }): { record: ActorRecord<C>; ops: Op[]; claimed: { key: string; code: ErrorCode }[] } | undefined {
+    const m = this.move(this.kind(kind) as ActorKind<C>, id, cur, true, event);
+    return m && { record: m.record, ops: m.ops, claimed: m.claimed };
+  }
+
+  /** Runs the event through the machine; a refusal throws its code, no transition answers undefined. */
+  private move<C>(k: ActorKind<C>, id: string, cur: Versioned<ActorRecord<C>>, stored: boolean, event: Record<string, unknown> & { type: string }) {
+    const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
+    const at = (event.now as number) ?? clock();
+    const [next, actions] = transition(k.machine, snap, { ...event, now: at } as any);
+    const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
+    if (refusal) throw new AppError(refusal.params?.code ?? k.invalid);
+    if (next.value === snap.value && next.context === snap.context) return undefined;
+    const key = actorKey(k.name, id);
+    const before = stored ? cur.value : undefined;
+    const record = withHistory<C>({ value: next.value as string, context: next.context as C }, cur.value, event.type, at);
+    const ops: Op[] = [
+      { op: 'put', key, value: record, expect: cur.version },
+      ...diffIndexes(before ? indexesOf(k, id, before) : [], indexesOf(k, id, record)),
+      ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
+      ...journalOps(k, record, before),
+    ];
+    const claimed = diffUniques(k, id, before, record, ops);
+    return { record, before, ops, claimed };
   }
 
   private afterCommit<C>(k: ActorKind<C>, id: string, record: ActorRecord<C>, before: ActorRecord<C> | undefined): void {
@@ -317,7 +355,7 @@ const indexesOf = <C>(k: ActorKind<C>, id: string, rec: ActorRecord<C>): [string
 
 function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
   const j = k.journal?.(rec, prev);
-  return (Array.isArray(j) ? j : j ? [j] : []).map((e): Op => ({ op: 'append', log: e.log, entry: e.entry }));
+  return (Array.isArray(j) ? j : j ? [j] : []).map((a): Op => ({ op: 'append', log: a.log, entry: a.entry }));
 }
 
 /** Adds the unique-record ops of a move to `ops`; answers the records newly claimed. */

@@ -136,6 +136,38 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expectError(await alice.client.get('/discovery?colour=blue'), 400, 'DISC_VALIDATION_FAILED');
     });
 
+    it('discovery pages its identities (limit, cursor); a filtered page reads on through the index until it is full', async () => {
+      const walk = async (query: string) => {
+        const names: string[] = [];
+        let cursor: string | null = null;
+        let pages = 0;
+        do {
+          const d: any = expectOk(await alice.client.get(`/discovery?${query}${cursor ? `&cursor=${cursor}` : ''}`));
+          expect(d.identities.length).toBeLessThanOrEqual(1);
+          names.push(...d.identities.map((i: any) => i.name));
+          expect(d.has_more).toBe(d.cursor !== null);
+          cursor = d.cursor;
+          pages++;
+        } while (cursor);
+        return { names, pages };
+      };
+      const everyone = expectOk(await alice.client.get('/discovery')).identities.map((i: any) => i.name);
+      expect(everyone).toEqual(['carol', 'alice', 'root']); // newest first
+      expect(await walk('limit=1')).toEqual({ names: everyone, pages: 3 });
+      // root is the oldest: its one-item page is filled by reading past every newer agent
+      const human: any = expectOk(await alice.client.get('/discovery?type=human&limit=1'));
+      expect({ names: human.identities.map((i: any) => i.name), has_more: human.has_more }).toEqual({ names: ['root'], has_more: false });
+      expect((await walk('capability=search&limit=1')).names).toEqual(['carol', 'alice']);
+      const first: any = expectOk(await alice.client.get('/discovery?limit=2'));
+      expect(first.identities.map((i: any) => i.name)).toEqual(['carol', 'alice']);
+      expect(expectOk(await alice.client.get(`/discovery?limit=2&cursor=${first.cursor}`)).identities.map((i: any) => i.name)).toEqual(['root']);
+
+      for (const bad of ['limit=0', 'limit=501', 'limit=2.5', 'limit=many']) expectError(await alice.client.get(`/discovery?${bad}`), 400, 'DISC_VALIDATION_FAILED', 'limit');
+      expectError(await alice.client.get('/discovery?cursor=%21%21'), 400, 'DISC_VALIDATION_FAILED', 'cursor');
+      expectError(await alice.client.get('/discovery?cursor='), 400, 'DISC_VALIDATION_FAILED', 'cursor');
+      expectOk(await alice.client.get('/discovery?limit=500'));
+    });
+
     it('GET /admin/policy: the effective policy', async () => {
       const p = expectOk(await root.client.get('/admin/policy'));
       expect(p).toMatchObject({ strict_signal_types: false, membership_required: true, federation_max_hops: 1, lease: { task_lease_ms: 300_000, max_delivery_attempts: 5 } });

@@ -2,12 +2,15 @@
  * Memberships over real HTTP, WebSocket and SSE on both backends: list (paged), create (one per identity),
  * status moves and their refusals, a suspended identity refused on every transport with its open socket
  * and stream closed, reinstatement, claw types with one central claw even under concurrent PATCHes.
+ * Access ends through one journal entry (`identity.access_ended`) appended in the commit that ends it,
+ * whoever moves the membership; an identity's deletion removes its membership in the deletion's own commit.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, refusedUpgrade, SseStream } from '../helpers/push.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
+import type { Op, Store } from '../../src/store/port.js';
 import { emitOk, expectError, expectOk, ULID, waitFor } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
@@ -143,5 +146,116 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     const m = expectOk(await root.client.post('/org/company/memberships', { identity_id: dave.id }), 201);
     expect(m).toMatchObject({ identity_id: dave.id, status: 'active', claw_type: null });
     expectOk(await dave.client.get('/roles'));
+  });
+  it('a suspension by any sender (the admin actor route) ends access through the one entry in its commit; a reinstated member resuming from before it stays connected', async () => {
+    const erin = await join(root.client, 'erin');
+    const socket = await PushSocket.open(svc.url, erin.key, { label: 'erin socket' });
+    const before = socket.welcome.cursor as string;
+    const watch = await SseStream.open(svc.url, { token: root.key }, 'admin stream', ['membership.changed', 'identity.access_ended']);
+    expectOk(await root.client.post(`/admin/actors/membership/${erin.id}/events`, { type: 'SUSPEND' }));
+    expect(await socket.closed()).toMatchObject({ code: 4403 });
+    expect(socket.frames.find((f) => f.type === 'error')?.error?.code).toBe('POLICY_MEMBERSHIP_REQUIRED');
+    const ended = (await until('the access-ended entry', () => watch.events.find((e) => e.type === 'identity.access_ended' && e.signal.identity_id === erin.id)))!;
+    expect(ended.signal).toEqual({ identity_id: erin.id, reason: 'suspended' });
+    // one commit appended both, in order: the change, then the end of access
+    const changed = watch.events.find((e) => e.type === 'membership.changed' && e.signal.identity_id === erin.id)!;
+    expect(Number(ended.id)).toBe(Number(changed.id) + 1);
+    watch.close();
+
+    const m = await of(erin);
+    expectOk(await root.client.patch(`/org/company/memberships/${m.id}/status`, { status: 'active' }));
+    const resumed = await PushSocket.open(svc.url, erin.key, { label: 'erin resumed', after: before });
+    await emitOk(root, { signal_type: 'pulse', content: 'welcome back', to_identity: erin.id });
+    await until('the signal after the replay', () => resumed.signalIds().length === 1);
+    expect(resumed.frames.some((f) => f.type === 'membership.changed' && (f as any).membership.status === 'suspended')).toBe(true);
+    expect(resumed.closeInfo).toBeUndefined();
+    await resumed.close();
+  });
+
+  it('deleting an identity removes its membership in the deletion commit: a crash right after that commit leaves no active membership', async () => {
+    const frank = await join(root.client, 'frank');
+    const memberKey = `actor:membership:${frank.id}`;
+    const real = svc.runtime.store;
+    const commits: Op[][] = [];
+    let deleted = false;
+    // the process dies right after the commit that deletes the identity: every later write is lost
+    const crashing: Store = new Proxy(real, {
+      get: (t, p) =>
+        p === 'commit'
+          ? async (ops: Op[]) => {
+              if (deleted) throw new Error('process crashed');
+              const res = await t.commit(ops);
+              if (res.ok && ops.some((o) => o.op === 'del' && o.key === `identity:${frank.id}`)) {
+                deleted = true;
+                commits.push(ops);
+              }
+              return res;
+            }
+          : Reflect.get(t, p),
+    });
+    const start = await real.lastSeq('signals');
+    (svc.runtime as { store: Store }).store = crashing;
+    try {
+      await root.client.del(`/admin/identity/${frank.id}`);
+    } finally {
+      (svc.runtime as { store: Store }).store = real;
+    }
+    expect(deleted).toBe(true);
+    const rec = await real.get<{ value: string }>(memberKey);
+    expect(rec?.value.value).toBe('removed');
+    expect(await real.get(`identity:${frank.id}`)).toBeUndefined();
+    // the one commit holds the identity's deletion, the membership's move and their journal entries (the first access-ended entry closes its sockets as deleted)
+    const [ops] = commits;
+    expect(ops.find((o) => o.op === 'put' && o.key === memberKey)).toMatchObject({ value: { value: 'removed' } });
+    const appended = (await real.readLog<{ type: string; data: any }>('signals', start, 100)).map((e) => e.entry);
+    expect(appended.filter((e) => e.data?.identity_id === frank.id).map((e) => [e.type, e.data.reason ?? e.data.status])).toEqual([
+      ['identity.access_ended', 'deleted'],
+      ['membership.changed', 'removed'],
+      ['identity.access_ended', 'removed'],
+    ]);
+    expect(ops.filter((o) => o.op === 'append' && o.log === 'signals')).toHaveLength(3);
+    expect(expectOk(await root.client.get('/org/company')).member_counts.active).toBe((await all()).filter((x) => x.status === 'active').length);
+  });
+  it('memberships stored in the old format (`membership:<identity id>`, before the actor) move to the actor form at startup, once', async () => {
+    const own = await servers.start();
+    const admin = await bootstrap(own.url);
+    const [a, b] = [await join(admin.client, 'old-a'), await join(admin.client, 'old-b')];
+    const ids: Record<string, string> = {};
+    // rewrite their memberships as a store from before the actor holds them: one plain record, no index, no claim
+    for (const [m, status] of [[a, 'suspended'], [b, 'active']] as const) {
+      const c = ((await own.store.get<any>(`actor:membership:${m.id}`))!.value as any).context;
+      ids[m.id] = c.id;
+      await own.store.commit([
+        { op: 'del', key: `actor:membership:${m.id}` },
+        { op: 'del', key: `membership-id:${c.id}` },
+        { op: 'index', index: 'memberships', member: `${c.id}|${m.id}`, remove: true },
+        { op: 'index', index: 'memberships:status:active', member: `${c.id}|${m.id}`, remove: true },
+        { op: 'index', index: 'actors:membership:active', member: `membership:${m.id}`, remove: true },
+        { op: 'put', key: `membership:${m.id}`, value: { id: c.id, identity_id: m.id, company_id: c.company_id, status, claw_type: 'central', created_at: c.created_at, updated_at: c.updated_at } },
+      ]);
+    }
+    // nor the marker this build's first start left: that store was never started by a build with the migration
+    await own.store.commit([{ op: 'del', key: 'migration:membership-actor' }]);
+    await own.close();
+    // the first start moves them; the second finds nothing to do and the same state
+    for (let start = 0; start < 2; start++) {
+      const svcN = await startServer(own.env);
+      try {
+        const client = new Client(svcN.url, admin.key);
+        const list = expectOk(await client.get('/org/company/memberships?limit=100')).memberships;
+        const byIdentity = Object.fromEntries(list.map((m: any) => [m.identity_id, m]));
+        expect(list).toHaveLength(3);
+        // the older of two central claws keeps the claim; the other keeps its membership without it
+        expect(byIdentity[a.id]).toMatchObject({ id: ids[a.id], status: 'suspended', claw_type: 'central' });
+        expect(byIdentity[b.id]).toMatchObject({ id: ids[b.id], status: 'active', claw_type: null });
+        expect(expectOk(await client.get('/org/company')).member_counts).toEqual({ total: 3, active: 2, suspended: 1, removed: 0 });
+        expectError(await client.patch(`/org/company/memberships/${ids[b.id]}/claw-type`, { claw_type: 'central' }), 409, 'ORG_CENTRAL_CLAW_EXISTS');
+        expectError(await new Client(svcN.url, a.key).get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+        expectOk(await new Client(svcN.url, b.key).get('/roles'));
+        expect(await svcN.store.getMany([`membership:${a.id}`, `membership:${b.id}`])).toEqual([undefined, undefined]);
+      } finally {
+        await svcN.close();
+      }
+    }
   });
 });

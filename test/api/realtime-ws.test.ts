@@ -568,6 +568,8 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
   describe('a slow consumer', () => {
     const COUNT = 200;
     const DRAIN_MS = 2500;
+    /** the drain timeout of the cut-off test's own server */
+    const CUT_MS = 300;
     const big = 'x'.repeat(40 * 1024);
     let svc: Started;
     let root: Member;
@@ -607,18 +609,22 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
     });
 
     it('cuts off a reader that makes no room for PUSH_DRAIN_TIMEOUT_MS with 4008, and a resume from its cursor gets the rest', async () => {
-      const slow = await join(root.client, 'slow');
-      const s = await open(svc, slow, { label: 'slow' });
-      const attached = svc.realtime.hub.positions().length;
+      // a server of its own with a short drain timeout: the cut-off comes soon after the buffer fills
+      const quick = await servers.start({ PUSH_MAX_BUFFER_BYTES: '65536', PUSH_DRAIN_TIMEOUT_MS: String(CUT_MS) });
+      const admin = await bootstrap(quick.url);
+      const slow = await join(admin.client, 'slow');
+      const s = await open(quick, slow, { label: 'slow' });
+      const attached = quick.realtime.hub.positions().length;
+      const cut = () => quick.realtime.hub.positions().length === attached - 1;
       tcp(s).pause();
-      const ids = await burst(slow);
-      // the server gives up on it and lets go of it
-      await waitFor(() => svc.realtime.hub.positions().length === attached - 1, DRAIN_MS + 10_000, 'the server to cut the socket off');
+      // emit until the server gives up on the socket and lets go of it (at most COUNT)
+      const ids = (await pool(COUNT, 4, async (i) => (cut() ? undefined : ((await emitOk(admin, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: slow.id })).id as string)))).filter((id): id is string => id !== undefined);
+      await waitFor(cut, CUT_MS + 10_000, 'the server to cut the socket off');
       tcp(s).resume();
       const closed = await s.closed();
       expect(closed.code).toBe(4008);
       const got = s.signalIds();
-      expect(got.length).toBeLessThan(COUNT);
+      expect(got.length).toBeLessThan(ids.length);
       const err = s.frames[s.frames.length - 1];
       expect(err.type, JSON.stringify({ ...err, signal: undefined })).toBe('error');
       expect(err.error?.code).toBe('PUSH_CONSUMER_TOO_SLOW');
@@ -627,7 +633,7 @@ describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
       expect(err.error?.details?.cursor).toBe(lastCursor);
       expectIncreasing(s.pushes(), 'slow');
 
-      const r = await open(svc, slow, { label: 'resumed', after: lastCursor });
+      const r = await open(quick, slow, { label: 'resumed', after: lastCursor });
       await r.waitSignals(ids.filter((id) => !got.includes(id)), 20_000);
       expect(r.closeInfo).toBeUndefined();
       expect(BigInt(r.pushes()[0].cursor!)).toBeGreaterThan(BigInt(lastCursor));
