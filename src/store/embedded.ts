@@ -17,6 +17,10 @@ export interface EmbeddedStore extends Store {
 }
 
 const SEP = '\u0000';
+/** meta key prefix of an index's member count, kept by every commit that adds or removes a member */
+const COUNT = 'count' + SEP;
+/** meta key marking that the counts exist (a data dir from before them is counted once on open) */
+const COUNTED = 'counted-v1';
 const END = '\u0001';
 const K = (s: string) => Buffer.from(s, 'utf8');
 /** LMDB's largest key at its default page size */
@@ -44,6 +48,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   const timerAt = db<number>('timer_at');
   const logs = db<unknown>('logs');
   const meta = db<number>('meta');
+  await countIndexesOnce(root, idx, meta);
   const bus = new EventEmitter();
   bus.setMaxListeners(0);
 
@@ -102,10 +107,16 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
         case 'del':
           recs.removeSync(K(o.key));
           break;
-        case 'index':
-          if (o.remove) idx.removeSync(K(o.index + SEP + o.member));
-          else idx.putSync(K(o.index + SEP + o.member), true);
+        case 'index': {
+          // the index's size moves with each real change, so count() reads one number instead of walking the index
+          const k = K(o.index + SEP + o.member);
+          const had = idx.get(k) !== undefined;
+          if (o.remove && had) idx.removeSync(k);
+          else if (!o.remove && !had) idx.putSync(k, true);
+          else break;
+          bump(meta, COUNT + o.index, o.remove ? -1 : 1);
           break;
+        }
         case 'timer':
           setTimer(o.key, o.at);
           break;
@@ -170,9 +181,8 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       }
       return out;
     },
-    // counted natively over the index's key range: no counter to keep on the write path
     async count(index: string) {
-      return idx.getKeysCount({ start: K(index + SEP), end: K(index + END) });
+      return meta.get(K(COUNT + index)) ?? 0;
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       return write(() => {
@@ -241,4 +251,19 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       await root.close();
     },
   };
+}
+
+/** A data dir written before index counts were kept: count every index once, in one write. */
+async function countIndexesOnce(root: RootDatabase, idx: Database<true, Buffer>, meta: Database<number, Buffer>): Promise<void> {
+  if (meta.get(K(COUNTED)) !== undefined) return;
+  await root.transaction(() => {
+    const counts = new Map<string, number>();
+    for (const k of idx.getKeys()) {
+      const key = S(k);
+      const index = key.slice(0, key.indexOf(SEP));
+      counts.set(index, (counts.get(index) ?? 0) + 1);
+    }
+    for (const [index, n] of counts) meta.putSync(K(COUNT + index), n);
+    meta.putSync(K(COUNTED), 1);
+  });
 }

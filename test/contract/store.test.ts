@@ -754,3 +754,28 @@ describe('embedded store durability', () => {
     expect(await s.lastSeq('C')).toBe(n);
   });
 });
+
+describe('embedded: index counts kept on commit', () => {
+  it('a data dir from before the counts is counted once on open; counts then follow every commit', async () => {
+    const dir = await tempDir('store-counts');
+    dirs.push(dir);
+    let s = await openEmbeddedStore(dir);
+    await s.commit(['a', 'b', 'c'].map((member): Op => ({ op: 'index', index: 'ix', member })));
+    await s.commit([{ op: 'index', index: 'other', member: 'x' }]);
+    // make it look like a dir written before counts existed: drop the counts and the marker
+    const meta = s.lmdb.openDB<number, Buffer>({ name: 'meta', keyEncoding: 'binary' } as never);
+    await s.lmdb.transaction(() => {
+      for (const k of [...meta.getKeys()]) if (/^(count\u0000|counted-v1)/.test((k as Buffer).toString('utf8'))) meta.removeSync(k as Buffer);
+    });
+    await s.close();
+    s = await openEmbeddedStore(dir);
+    try {
+      expect(await s.count('ix')).toBe(3);
+      expect(await s.count('other')).toBe(1);
+      await s.commit([{ op: 'index', index: 'ix', member: 'a', remove: true }, { op: 'index', index: 'ix', member: 'b' }, { op: 'index', index: 'ix', member: 'd' }]);
+      expect(await s.count('ix')).toBe(3);
+    } finally {
+      await s.close();
+    }
+  });
+});
