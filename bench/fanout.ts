@@ -11,8 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
-import { tempDir } from '../test/helpers/redis.js';
-import { intEnv, main, report, runLoad, startService, stopChild, type Backend } from './lib.js';
+import { intEnv, main, scratchDir, report, runLoad, startService, stopChild, type Backend } from './lib.js';
 import { agents } from './push-agents.js';
 
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'embedded,redis').split(',') as Backend[];
@@ -25,7 +24,7 @@ const TARGET_MS = 150;
 async function run(label: string, urls: string[], adminKey: string, emitUrl: string): Promise<void> {
   const ids = await agents(emitUrl, adminKey, IDENTITIES, 'fan-' + randomBytes(3).toString('hex'));
   const list = Array.from({ length: SOCKETS }, (_, i) => ({ ...ids[i % ids.length], url: urls[i % urls.length] }));
-  const file = pathJoin(await tempDir('bench-fanout-'), 'sockets.json');
+  const file = pathJoin(await scratchDir('bench-fanout-'), 'sockets.json');
   writeFileSync(file, JSON.stringify(list));
   const r = await runLoad<{ last_receipt_p50_ms: number }>('push-load.ts', { PUSH_SOCKETS: file, PUSH_EMIT_URL: emitUrl, PUSH_ADMIN_KEY: adminKey, PUSH_MODE: 'fanout', PUSH_ROUNDS: String(ROUNDS) });
   report({ bench: 'fanout', target: label, instances: urls.length, ...r, goal: `last receipt < ${TARGET_MS} ms`, met: r.last_receipt_p50_ms < TARGET_MS });

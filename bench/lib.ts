@@ -110,6 +110,13 @@ export async function startService(backend: Backend, env: Record<string, string>
   return { url: `http://127.0.0.1:${port}`, proc, redisUrl };
 }
 
+/** A temporary directory removed when the bench ends. */
+export async function scratchDir(prefix: string): Promise<string> {
+  const dir = await tempDir(prefix);
+  onCleanup(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 export async function startBare(): Promise<Service> {
   const { port, proc } = await spawnListening('bare server', ['--import', 'tsx', 'bench/bare.ts'], { BARE_PORT: '0' }, 'bare listening');
   return { url: `http://127.0.0.1:${port}`, proc };

@@ -10,8 +10,7 @@
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
-import { tempDir } from '../test/helpers/redis.js';
-import { intEnv, main, report, runLoad, startService, stopChild, type Backend } from './lib.js';
+import { intEnv, main, scratchDir, report, runLoad, startService, stopChild, type Backend } from './lib.js';
 import { agents, loopLag } from './push-agents.js';
 
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'embedded,redis').split(',') as Backend[];
@@ -27,7 +26,7 @@ await main(async () => {
     process.stderr.write(`push (${backend}): creating ${AGENTS} agents ... `);
     const list = (await agents(svc.url, root.key, AGENTS, 'agent')).map((a) => ({ ...a, url: svc.url }));
     process.stderr.write('done\n');
-    const file = pathJoin(await tempDir('bench-push-'), 'sockets.json');
+    const file = pathJoin(await scratchDir('bench-push-'), 'sockets.json');
     writeFileSync(file, JSON.stringify(list));
     let best: number | undefined;
     for (const [i, rate] of RATES.entries()) {

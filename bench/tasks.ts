@@ -9,8 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
-import { tempDir } from '../test/helpers/redis.js';
-import { intEnv, main, report, runLoad, startService, stopChild } from './lib.js';
+import { intEnv, main, scratchDir, report, runLoad, startService, stopChild } from './lib.js';
 import { agents } from './push-agents.js';
 
 const N = intEnv('BENCH_TASKS', 10_000, 1);
@@ -26,7 +25,7 @@ await main(async () => {
   const svc = await startService('redis');
   const root = await bootstrap(svc.url, 'bench');
   const workers = await agents(svc.url, root.key, WORKERS, 'worker');
-  const file = pathJoin(await tempDir('bench-tasks-'), 'keys.json');
+  const file = pathJoin(await scratchDir('bench-tasks-'), 'keys.json');
   writeFileSync(file, JSON.stringify(workers.map((w) => w.key)));
   const env = { TASKS_URL: svc.url, TASKS_N: String(N), TASKS_WORKERS: String(WORKERS) };
   process.stderr.write(`tasks: producing ${N} ... `);
