@@ -12,6 +12,7 @@ import { forEachPage } from '../store/scan.js';
 export const ACTIVE_MS = 5 * 60_000;
 export const IDLE_MS = 30 * 60_000;
 const TOUCH_EVERY_MS = 30_000;
+const BEAT_SLICE = 64;
 const seenKey = (id: string) => `seen:${id}`;
 
 export type Liveness = 'active' | 'idle' | 'disconnected';
@@ -42,15 +43,19 @@ export class Presence {
   ) {
     this.now = opts.now ?? clock;
     this.maxTracked = opts.maxTracked ?? MAX_TRACKED;
-    this.beat = setInterval(() => {
-      for (const id of this.open.keys()) void this.touch(id, true);
-    }, TOUCH_EVERY_MS);
+    this.beat = setInterval(() => void this.touchOpen(), TOUCH_EVERY_MS);
     this.beat.unref();
   }
 
   /** How many identities' write times are remembered (never more than maxTracked). */
   get tracked(): number {
     return this.written.size;
+  }
+
+  /** Touches every open identity, BEAT_SLICE at a time, so a beat over thousands of sockets never holds the loop or the store long. */
+  private async touchOpen(): Promise<void> {
+    const ids = [...this.open.keys()];
+    for (let i = 0; i < ids.length; i += BEAT_SLICE) await Promise.all(ids.slice(i, i + BEAT_SLICE).map((id) => this.touch(id, true)));
   }
 
   async touch(identityId: string, force = false): Promise<void> {

@@ -313,6 +313,9 @@ export class Runtime {
 
   async fireDueTimers(): Promise<number> {
     let fired = 0;
+    // a read first: claiming is a write (a transaction and a flush on LMDB), which an idle poll need not make
+    const next = await this.store.nextTimerAt();
+    if (next === undefined || next > clock()) return 0;
     for (;;) {
       const due = await this.store.claimTimers(clock(), 100, TIMER_HOLD_MS);
       await Promise.all(

@@ -3,12 +3,13 @@
  * such as `npm run actors`, may read beside it. Every write (commit, claimTimers, releaseTimer, trimLog) is
  * one LMDB write transaction and answers only once lmdb reports that transaction flushed to disk; lmdb-js
  * batches the transactions queued meanwhile into one write and one fdatasync, so concurrent commits share a
- * flush. Version checks run inside the transaction, so a failed check writes nothing.
+ * flush; commits of one event-loop turn also share one transaction (group commit, see `commitBatch`). Version checks run inside the transaction, so a failed check writes nothing.
  */
 import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
-import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
+import { batched } from './batch.js';
+import type { DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /** The embedded store, with its LMDB environment for diagnostics (tests read its `flushed` state). */
 export interface EmbeddedStore extends Store {
@@ -16,6 +17,10 @@ export interface EmbeddedStore extends Store {
 }
 
 const SEP = '\u0000';
+/** meta key prefix of an index's member count, kept by every commit that adds or removes a member */
+const COUNT = 'count' + SEP;
+/** meta key marking that the counts exist (a data dir from before them is counted once on open) */
+const COUNTED = 'counted-v1';
 const END = '\u0001';
 const K = (s: string) => Buffer.from(s, 'utf8');
 /** LMDB's largest key at its default page size */
@@ -24,6 +29,8 @@ const S = (b: unknown) => (b as Buffer).toString('utf8');
 const pad = (n: number) => String(Math.max(0, Math.floor(n))).padStart(16, '0');
 /** Bytewise (UTF-8) order, as LMDB sorts keys; JS `<` compares UTF-16 code units, which differs above U+FFFF. */
 const cmpBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
+type Applied = { ok: true; seqs: number[]; published: [string, LogEntry][] } | { ok: false; conflict: string };
 
 interface Rec {
   v: number;
@@ -41,6 +48,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   const timerAt = db<number>('timer_at');
   const logs = db<unknown>('logs');
   const meta = db<number>('meta');
+  await countIndexesOnce(root, idx, meta);
   const bus = new EventEmitter();
   bus.setMaxListeners(0);
 
@@ -79,7 +87,12 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
     }
   };
 
-  function apply(ops: Op[]): CommitResult {
+  /** One op list inside the open write transaction: every check (and key size) first, so a refusal writes nothing. */
+  function apply(ops: Op[]): Applied | Error {
+    for (const o of ops) {
+      const k = o.op === 'index' ? o.index + SEP + o.member : o.op === 'append' ? o.log + SEP + pad(0) : o.op === 'timer' ? pad(0) + SEP + o.key : o.key;
+      if (Buffer.byteLength(k) > MAX_KEY_BYTES) return new Error(`store key too long (${Buffer.byteLength(k)} bytes)`);
+    }
     for (const o of ops) {
       if ((o.op === 'put' || o.op === 'del' || o.op === 'check') && o.expect !== undefined) {
         if ((recs.get(K(o.key))?.v ?? 0) !== o.expect) return { ok: false, conflict: o.key };
@@ -94,10 +107,16 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
         case 'del':
           recs.removeSync(K(o.key));
           break;
-        case 'index':
-          if (o.remove) idx.removeSync(K(o.index + SEP + o.member));
-          else idx.putSync(K(o.index + SEP + o.member), true);
+        case 'index': {
+          // the index's size moves with each real change, so count() reads one number instead of walking the index
+          const k = K(o.index + SEP + o.member);
+          const had = idx.get(k) !== undefined;
+          if (o.remove && had) idx.removeSync(k);
+          else if (!o.remove && !had) idx.putSync(k, true);
+          else break;
+          bump(meta, COUNT + o.index, o.remove ? -1 : 1);
           break;
+        }
         case 'timer':
           setTimer(o.key, o.at);
           break;
@@ -111,8 +130,26 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
           break;
       }
     }
-    return { ok: true, seqs: published.map(([, e]) => e.seq), published } as CommitResult;
+    return { ok: true, seqs: published.map(([, e]) => e.seq), published };
   }
+
+  /**
+   * Group commit: the op lists committed in one event-loop turn share one write transaction and one flush,
+   * each checked and applied in turn (a later list sees the earlier ones' writes, as if committed one after
+   * another), and each answered only after that flush. A list whose check fails writes nothing and fails
+   * alone; one that throws while writing aborts the shared transaction, so then each list runs on its own.
+   */
+  const commitBatch = batched<Op[], Applied>(async (lists) => {
+    let results: (Applied | Error)[];
+    try {
+      results = await write(() => lists.map(apply));
+    } catch (e) {
+      if (lists.length === 1) throw e;
+      results = await Promise.all(lists.map((ops) => write(() => apply(ops)).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+    }
+    for (const r of results) if (!(r instanceof Error) && r.ok) for (const [log, e] of r.published) bus.emit(log, e);
+    return results;
+  });
 
   return {
     backend: 'embedded',
@@ -124,12 +161,8 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       return keys.map((k) => getRec<T>(k));
     },
     async commit(ops) {
-      const res = (await write(() => apply(ops))) as CommitResult & { published?: [string, LogEntry][] };
-      if (res.ok && res.published) {
-        for (const [log, e] of res.published) bus.emit(log, e);
-        delete res.published;
-      }
-      return res;
+      const res = await commitBatch(ops);
+      return res.ok ? { ok: true, seqs: res.seqs } : res;
     },
     async range(index: string, o: RangeOptions) {
       const lo = index + SEP + (o.gt ?? '');
@@ -148,9 +181,8 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       }
       return out;
     },
-    // counted natively over the index's key range: no counter to keep on the write path
     async count(index: string) {
-      return idx.getKeysCount({ start: K(index + SEP), end: K(index + END) });
+      return meta.get(K(COUNT + index)) ?? 0;
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       return write(() => {
@@ -219,4 +251,19 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       await root.close();
     },
   };
+}
+
+/** A data dir written before index counts were kept: count every index once, in one write. */
+async function countIndexesOnce(root: RootDatabase, idx: Database<true, Buffer>, meta: Database<number, Buffer>): Promise<void> {
+  if (meta.get(K(COUNTED)) !== undefined) return;
+  await root.transaction(() => {
+    const counts = new Map<string, number>();
+    for (const k of idx.getKeys()) {
+      const key = S(k);
+      const index = key.slice(0, key.indexOf(SEP));
+      counts.set(index, (counts.get(index) ?? 0) + 1);
+    }
+    for (const [index, n] of counts) meta.putSync(K(COUNT + index), n);
+    meta.putSync(K(COUNTED), 1);
+  });
 }

@@ -1,45 +1,53 @@
 /**
  * Redis adapter (node-redis v5), on one server or a Redis Cluster. Every key lives under one hash tag,
  * `<prefix>:{<ns>}:`, so each commit's multi-key Lua script touches one slot, as a cluster requires. A
- * commit is one script: all version checks first, then every write; the log append and its PUBLISH happen inside the same script, so only committed entries are
+ * commit is one script (the commits of one event-loop turn share one call): all version checks first, then every write; the log append and its PUBLISH happen inside the same script, so only committed entries are
  * ever published. Every operation fails fast while Redis is away (the guard in `redis-link.ts`).
  */
 import { openRedisLink, type LinkOptions, type RedisTarget } from './redis-link.js';
+import { batched } from './batch.js';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /*
- * KEYS[1]: the prefix itself (declares the slot)   ARGV[1]: JSON op list (values pre-encoded as JSON strings)
- * Returns {1, seq...} on success, {-1, key} when a version check fails.
+ * KEYS[1]: the prefix itself (declares the slot)   ARGV[1]: JSON array of op lists (values pre-encoded as JSON strings)
+ * Group commit: the lists run in order, each as its own commit (all its version checks, then its writes), so a
+ * later list sees the earlier ones' writes. Returns one reply per list: {1, seq...} on success, {-1, key} when a
+ * version check of that list failed (that list wrote nothing; the others are unaffected).
  */
 const COMMIT = `
 local P = KEYS[1]
-local ops = cjson.decode(ARGV[1])
+local lists = cjson.decode(ARGV[1])
 local function ver(k) return tonumber(redis.call('HGET', P .. 'r:' .. k, 'v') or '0') end
-for _, o in ipairs(ops) do
-  if (o.op == 'put' or o.op == 'del' or o.op == 'check') and o.expect ~= nil and o.expect ~= cjson.null then
-    if ver(o.key) ~= o.expect then return {-1, o.key} end
+local function commit(ops)
+  for _, o in ipairs(ops) do
+    if (o.op == 'put' or o.op == 'del' or o.op == 'check') and o.expect ~= nil and o.expect ~= cjson.null then
+      if ver(o.key) ~= o.expect then return {-1, o.key} end
+    end
   end
-end
-local out = {1}
-for _, o in ipairs(ops) do
-  if o.op == 'put' then
-    redis.call('HSET', P .. 'r:' .. o.key, 'v', ver(o.key) + 1, 'd', o.value)
-  elseif o.op == 'del' then
-    redis.call('DEL', P .. 'r:' .. o.key)
-  elseif o.op == 'index' then
-    if o.remove then redis.call('ZREM', P .. 'i:' .. o.index, o.member)
-    else redis.call('ZADD', P .. 'i:' .. o.index, 0, o.member) end
-  elseif o.op == 'timer' then
-    if o.at == nil or o.at == cjson.null then redis.call('ZREM', P .. 'timers', o.key)
-    else redis.call('ZADD', P .. 'timers', o.at, o.key) end
-  elseif o.op == 'append' then
-    local seq = redis.call('INCR', P .. 'seq:' .. o.log)
-    redis.call('XADD', P .. 'l:' .. o.log, seq .. '-1', 'e', o.entry)
-    redis.call('PUBLISH', P .. 'ch:' .. o.log, seq .. ' ' .. o.entry)
-    out[#out + 1] = seq
+  local out = {1}
+  for _, o in ipairs(ops) do
+    if o.op == 'put' then
+      redis.call('HSET', P .. 'r:' .. o.key, 'v', ver(o.key) + 1, 'd', o.value)
+    elseif o.op == 'del' then
+      redis.call('DEL', P .. 'r:' .. o.key)
+    elseif o.op == 'index' then
+      if o.remove then redis.call('ZREM', P .. 'i:' .. o.index, o.member)
+      else redis.call('ZADD', P .. 'i:' .. o.index, 0, o.member) end
+    elseif o.op == 'timer' then
+      if o.at == nil or o.at == cjson.null then redis.call('ZREM', P .. 'timers', o.key)
+      else redis.call('ZADD', P .. 'timers', o.at, o.key) end
+    elseif o.op == 'append' then
+      local seq = redis.call('INCR', P .. 'seq:' .. o.log)
+      redis.call('XADD', P .. 'l:' .. o.log, seq .. '-1', 'e', o.entry)
+      redis.call('PUBLISH', P .. 'ch:' .. o.log, seq .. ' ' .. o.entry)
+      out[#out + 1] = seq
+    end
   end
+  return out
 end
-return out
+local replies = {}
+for i, ops in ipairs(lists) do replies[i] = commit(ops) end
+return replies
 `;
 
 /* KEYS[1]: prefix  ARGV: now, limit, holdMs.  Returns the claimed timer keys; each now scores now+holdMs. */
@@ -96,6 +104,14 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   const parse = <T>(h: Record<string, string>): Versioned<T> | undefined =>
     h && h.v !== undefined ? { version: Number(h.v), value: JSON.parse(h.d) as T } : undefined;
 
+  const encode = (ops: Op[]) =>
+    ops.map((x) => (x.op === 'put' ? { ...x, value: JSON.stringify(x.value) } : x.op === 'append' ? { ...x, entry: JSON.stringify(x.entry) } : x));
+  /** Group commit: the commits of one event-loop turn go to Redis as one script call (see COMMIT). */
+  const commitBatch = batched<Op[], CommitResult>(async (lists) => {
+    const r = (await eval_(COMMIT, [JSON.stringify(lists.map(encode))])) as (number | string)[][];
+    return r.map((one): CommitResult => (one[0] === -1 ? { ok: false, conflict: String(one[1]) } : { ok: true, seqs: one.slice(1).map(Number) }));
+  });
+
   return {
     backend: 'redis',
     async get<T>(key: string) {
@@ -110,14 +126,7 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       })) as unknown as Record<string, string>[];
       return rows.map((h) => parse<T>(h));
     },
-    async commit(ops: Op[]): Promise<CommitResult> {
-      const wire = ops.map((x) =>
-        x.op === 'put' ? { ...x, value: JSON.stringify(x.value) } : x.op === 'append' ? { ...x, entry: JSON.stringify(x.entry) } : x,
-      );
-      const r = (await eval_(COMMIT, [JSON.stringify(wire)])) as (number | string)[];
-      if (r[0] === -1) return { ok: false, conflict: String(r[1]) };
-      return { ok: true, seqs: r.slice(1).map(Number) };
-    },
+    commit: commitBatch,
     async range(index: string, r: RangeOptions) {
       const lo = r.gt !== undefined ? '(' + r.gt : '-';
       const hi = r.lt !== undefined ? '(' + r.lt : '+';

@@ -650,6 +650,34 @@ describe.each(backends)('Store contract: $name', (backend) => {
     expect((await s.get('new'))?.version).toBe(1);
   });
 
+  it('group commit: commits of one turn share a batch; a conflicting one fails alone and writes nothing', async () => {
+    await fresh();
+    await s.commit([{ op: 'put', key: 'taken', value: 'first' }]);
+    const seen: LogEntry[] = [];
+    await s.subscribe('G', (e) => seen.push(e));
+    // issued in the same turn, so they go to the store as one batch
+    const results = await Promise.all([
+      s.commit([{ op: 'put', key: 'a', value: 1, expect: 0 }, { op: 'append', log: 'G', entry: 'a' }]),
+      s.commit([{ op: 'put', key: 'taken', value: 'second', expect: 0 }, { op: 'index', index: 'gx', member: 'lost' }, { op: 'append', log: 'G', entry: 'lost' }]),
+      s.commit([{ op: 'put', key: 'b', value: 2, expect: 0 }, { op: 'index', index: 'gx', member: 'b' }, { op: 'append', log: 'G', entry: 'b' }]),
+      // a later commit of the batch sees an earlier one's write, as if committed one after another
+      s.commit([{ op: 'put', key: 'a', value: 10, expect: 1 }, { op: 'append', log: 'G', entry: 'a2' }]),
+      s.commit([{ op: 'put', key: 'b', value: 20, expect: 0 }]),
+    ]);
+    expect(results).toEqual([ok([1]), { ok: false, conflict: 'taken' }, ok([2]), ok([3]), { ok: false, conflict: 'b' }]);
+    expect(await s.get('taken')).toEqual({ version: 1, value: 'first' });
+    expect(await s.get('a')).toEqual({ version: 2, value: 10 });
+    expect(await s.get('b')).toEqual({ version: 1, value: 2 });
+    expect(await s.range('gx', { limit: 10 })).toEqual(['b']);
+    expect(await s.readLog('G', 0, 10)).toEqual([
+      { seq: 1, entry: 'a' },
+      { seq: 2, entry: 'b' },
+      { seq: 3, entry: 'a2' },
+    ]);
+    await until(() => seen.length === 3, 'three published entries');
+    expect(seen.map((e) => e.entry)).toEqual(['a', 'b', 'a2']);
+  });
+
   it('durability: closing and reopening keeps data, indexes, counts, timers and log seqs', async () => {
     await fresh();
     await s.commit([
@@ -724,10 +752,48 @@ describe('embedded store durability', () => {
     expect(await s.logStart('L')).toBe(11);
   });
 
+  it('group commit: a commit the store cannot write (a key past the LMDB key limit) fails alone', async () => {
+    const [good, bad, after] = await Promise.allSettled([
+      s.commit([{ op: 'put', key: 'g-good', value: 1 }]),
+      s.commit([{ op: 'put', key: 'g-' + 'x'.repeat(3000), value: 2 }, { op: 'put', key: 'g-bad-side', value: 3 }]),
+      s.commit([{ op: 'put', key: 'g-after', value: 4 }]),
+    ]);
+    expect(good).toEqual({ status: 'fulfilled', value: { ok: true, seqs: [] } });
+    expect(bad.status).toBe('rejected');
+    expect(after).toEqual({ status: 'fulfilled', value: { ok: true, seqs: [] } });
+    expect(await s.get('g-bad-side')).toBeUndefined();
+    expect((await s.getMany(['g-good', 'g-after'])).map((r) => r?.value)).toEqual([1, 4]);
+  });
+
   it('200 concurrent commits each answer after their own flush', async () => {
     const n = 200;
     const answers = Array.from({ length: n }, (_, i) => flushedWhenAnswered(() => s.commit([{ op: 'put', key: `c${i}`, value: i }, { op: 'append', log: 'C', entry: i }])));
     expect(await Promise.all(answers)).toEqual(Array(n).fill(true));
     expect(await s.lastSeq('C')).toBe(n);
+  });
+});
+
+describe('embedded: index counts kept on commit', () => {
+  it('a data dir from before the counts is counted once on open; counts then follow every commit', async () => {
+    const dir = await tempDir('store-counts');
+    dirs.push(dir);
+    let s = await openEmbeddedStore(dir);
+    await s.commit(['a', 'b', 'c'].map((member): Op => ({ op: 'index', index: 'ix', member })));
+    await s.commit([{ op: 'index', index: 'other', member: 'x' }]);
+    // make it look like a dir written before counts existed: drop the counts and the marker
+    const meta = s.lmdb.openDB<number, Buffer>({ name: 'meta', keyEncoding: 'binary' } as never);
+    await s.lmdb.transaction(() => {
+      for (const k of [...meta.getKeys()]) if (/^(count\u0000|counted-v1)/.test((k as Buffer).toString('utf8'))) meta.removeSync(k as Buffer);
+    });
+    await s.close();
+    s = await openEmbeddedStore(dir);
+    try {
+      expect(await s.count('ix')).toBe(3);
+      expect(await s.count('other')).toBe(1);
+      await s.commit([{ op: 'index', index: 'ix', member: 'a', remove: true }, { op: 'index', index: 'ix', member: 'b' }, { op: 'index', index: 'ix', member: 'd' }]);
+      expect(await s.count('ix')).toBe(3);
+    } finally {
+      await s.close();
+    }
   });
 });

@@ -33,7 +33,9 @@ describe('timer polls while the store fails', () => {
     const store = await openEmbeddedStore(dir);
     const failures: number[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => JSON.parse(line).msg === 'timer poll failed' && failures.push(Date.now()) });
-    const failing: Store = { ...store, claimTimers: async () => Promise.reject(new Error('backend down')) };
+    const down = async () => Promise.reject(new Error('backend down'));
+    // a poll reads the next due time before it claims: a backend that is down fails both
+    const failing: Store = { ...store, nextTimerAt: down, claimTimers: down };
     const rt = new Runtime(failing, log, 20);
     try {
       rt.startTimers();

@@ -1,0 +1,166 @@
+/**
+ * Shared plumbing of the bench scripts: child processes that are always stopped (also on error and Ctrl-C),
+ * the service started exactly as `npm start` runs it, a private redis-server, CPU time of a process read
+ * from /proc, percentiles, and the one JSON line each scenario prints.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startRedis, tempDir, waitExit } from '../test/helpers/redis.js';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export function intEnv(name: string, fallback: number, min = 0): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < min) throw new Error(`${name} must be a number >= ${min}, got "${raw}"`);
+  return n;
+}
+
+const children = new Set<ChildProcess>();
+const cleanups: Array<() => Promise<void>> = [];
+let cleaning: Promise<void> | undefined;
+
+export function track(proc: ChildProcess): ChildProcess {
+  children.add(proc);
+  proc.once('exit', () => children.delete(proc));
+  return proc;
+}
+
+export const onCleanup = (fn: () => Promise<void>) => void cleanups.push(fn);
+
+export async function stopChild(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  proc.kill('SIGTERM');
+  if (!(await waitExit(proc, 5000))) {
+    proc.kill('SIGKILL');
+    await waitExit(proc, 2000);
+  }
+}
+
+export function cleanupAll(): Promise<void> {
+  return (cleaning ??= (async () => {
+    await Promise.all([...children].map(stopChild));
+    for (const c of cleanups.reverse()) await c().catch((e) => console.error(`cleanup: ${(e as Error).message}`));
+  })());
+}
+
+process.on('exit', () => {
+  for (const p of children) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+});
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => void cleanupAll().finally(() => process.exit(130)));
+}
+
+/** Spawns a node process that prints a JSON line with "port" and `msg` when ready. */
+export async function spawnListening(label: string, args: string[], env: Record<string, string>, msg: string): Promise<{ port: number; proc: ChildProcess }> {
+  const proc = track(spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+  let stderr = '';
+  proc.stderr!.on('data', (d) => {
+    if (stderr.length < 64_000) stderr += d;
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    let found = false;
+    const timer = setTimeout(() => reject(new Error(`${label} did not start in 60 s:\n${buf}${stderr}`)), 60_000);
+    proc.stdout!.on('data', (d) => {
+      if (found) return;
+      buf += d;
+      const m = buf.split('\n').find((l) => l.includes(`"msg":"${msg}"`) && /"port":\d+/.test(l));
+      if (!m) return;
+      found = true;
+      clearTimeout(timer);
+      resolve(Number(/"port":(\d+)/.exec(m)![1]));
+    });
+    proc.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      if (!found) reject(new Error(`${label} exited (code ${code}, signal ${signal}) before listening:\n${buf}${stderr}`));
+    });
+  });
+  return { port, proc };
+}
+
+export type Backend = 'embedded' | 'redis';
+
+export interface Service {
+  url: string;
+  proc: ChildProcess;
+}
+
+/** The service as `npm start` runs it, on a new data dir (and a private redis-server for `redis`). */
+export async function startService(backend: Backend, env: Record<string, string> = {}, nodeArgs: string[] = [], redisUrl?: string): Promise<Service & { redisUrl?: string }> {
+  const dataDir = await tempDir('bench-data-');
+  onCleanup(() => rm(dataDir, { recursive: true, force: true }));
+  const extra: Record<string, string> = { DATA_DIR: dataDir };
+  if (backend === 'redis') {
+    if (!redisUrl) {
+      const redis = await startRedis();
+      onCleanup(() => redis.stop());
+      redisUrl = redis.url;
+    }
+    extra.REDIS_URL = redisUrl;
+    extra.REDIS_PREFIX ??= 'bench' + randomBytes(4).toString('hex');
+  }
+  const { port, proc } = await spawnListening(`service (${backend})`, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', ...extra, ...env }, 'service listening');
+  return { url: `http://127.0.0.1:${port}`, proc, redisUrl };
+}
+
+/** A temporary directory removed when the bench ends. */
+export async function scratchDir(prefix: string): Promise<string> {
+  const dir = await tempDir(prefix);
+  onCleanup(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export async function startBare(): Promise<Service> {
+  const { port, proc } = await spawnListening('bare server', ['--import', 'tsx', 'bench/bare.ts'], { BARE_PORT: '0' }, 'bare listening');
+  return { url: `http://127.0.0.1:${port}`, proc };
+}
+
+/** CPU milliseconds all threads of a process have run so far (Linux schedstat: nanoseconds, unlike stat's 10 ms ticks). */
+export function cpuMs(pid: number): number {
+  let ns = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]);
+  return ns / 1e6;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+/** Runs a node script as the load generator (its own process) and answers the JSON it prints last. */
+export async function runLoad<T>(script: string, env: Record<string, string>): Promise<T> {
+  const proc = track(spawn(process.execPath, ['--import', 'tsx', join('bench', script)], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] }));
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((r) => proc.once('exit', (c) => r(c)));
+  if (code !== 0) throw new Error(`${script} failed (code ${code}):\n${out}`);
+  return JSON.parse(out.trim().split('\n').at(-1)!) as T;
+}
+
+export const machine = () => ({ cores: cpus().length, node: process.versions.node, load1: Number(loadavg()[0].toFixed(1)), date: new Date().toISOString() });
+
+/** The one machine-readable line a scenario prints on stdout. */
+export function report(line: Record<string, unknown>): void {
+  console.log(JSON.stringify({ ...line, machine: machine() }));
+}
+
+/** Runs a bench main, always stopping its children; exits 1 on failure. */
+export async function main(fn: () => Promise<void>): Promise<never> {
+  let failed = false;
+  try {
+    await fn();
+  } catch (e) {
+    failed = true;
+    console.error(`bench failed: ${(e as Error).stack ?? e}`);
+  } finally {
+    await cleanupAll();
+  }
+  process.exit(failed ? 1 : 0);
+}

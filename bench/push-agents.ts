@@ -1,0 +1,19 @@
+/** Helpers of the push benches: agents made through the real invite path, and the service's event-loop lag. */
+import { Client, join } from '../test/helpers/client.js';
+
+/** The service's event-loop lag figures since the last scrape (the scrape resets them). */
+export async function loopLag(url: string): Promise<{ max_ms: number; p99_ms: number }> {
+  const text = await (await fetch(url + '/metrics')).text();
+  if (!text.includes('nodejs_eventloop_lag_max_seconds')) throw new Error(`no event-loop lag in /metrics: ${text.slice(0, 200)}`);
+  const get = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? ([\\d.e+-]+)$`, 'm').exec(text)?.[1] ?? NaN) * 1000;
+  return { max_ms: +get('nodejs_eventloop_lag_max_seconds').toFixed(2), p99_ms: +get('nodejs_eventloop_lag_p99_seconds').toFixed(2) };
+}
+
+/** Creates `n` agents (20 joins at a time); answers their ids and keys. */
+export async function agents(url: string, adminKey: string, n: number, prefix: string): Promise<{ id: string; key: string }[]> {
+  const c = new Client(url, adminKey);
+  const out: { id: string; key: string }[] = [];
+  for (let i = 0; i < n; i += 20) out.push(...(await Promise.all(Array.from({ length: Math.min(20, n - i) }, (_, j) => join(c, `${prefix}-${i + j}`)))).map((m) => ({ id: m.id, key: m.key })));
+  return out;
+}
+
