@@ -13,29 +13,17 @@
  * Requires the `wrk` binary on PATH (apt-get install wrk); never installs it. Every child process it starts
  * (service, bare server, wrk, redis-server) is stopped on the way out, also on error or Ctrl-C.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { cpus } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
-import { startRedis, tempDir, waitExit, type RedisServer } from '../test/helpers/redis.js';
+import { cleanupAll, intEnv, onCleanup, ROOT, spawnListening, track } from './lib.js';
+import { startRedis, tempDir, type RedisServer } from '../test/helpers/redis.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const EMIT_LUA = join(ROOT, 'bench', 'emit.lua');
 const EMIT_BODY = JSON.stringify({ signal_type: 'pulse', content: 'bench' });
-
-function intEnv(name: string, fallback: number, min: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) {
-    console.error(`${name} must be an integer >= ${min}, got "${raw}"`);
-    process.exit(1);
-  }
-  return n;
-}
 
 const SECONDS = intEnv('BENCH_SECONDS', 5, 1);
 const WARMUP = intEnv('BENCH_WARMUP_SECONDS', 1, 0);
@@ -43,91 +31,6 @@ const THREADS = intEnv('BENCH_THREADS', 2, 1);
 const CONNECTIONS = intEnv('BENCH_CONNECTIONS', 50, 1);
 const WITH_REDIS = ['1', 'true', 'yes'].includes((process.env.BENCH_REDIS ?? '').toLowerCase());
 
-// ---------------------------------------------------------------------------------------------------------
-// child processes: every one is tracked and stopped on the way out
-
-const children = new Set<ChildProcess>();
-const cleanups: Array<() => Promise<void>> = [];
-
-function track(proc: ChildProcess): ChildProcess {
-  children.add(proc);
-  proc.once('exit', () => children.delete(proc));
-  return proc;
-}
-
-async function stopChild(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  proc.kill('SIGTERM');
-  if (!(await waitExit(proc, 5000))) {
-    proc.kill('SIGKILL');
-    await waitExit(proc, 2000);
-  }
-}
-
-let cleaning: Promise<void> | undefined;
-function cleanupAll(): Promise<void> {
-  return (cleaning ??= (async () => {
-    await Promise.all([...children].map(stopChild));
-    for (const c of cleanups.reverse()) await c().catch((e) => console.error(`cleanup: ${(e as Error).message}`));
-  })());
-}
-
-// last resort if the runner dies without reaching cleanupAll (synchronous: only signals can be sent here)
-process.on('exit', () => {
-  for (const p of children) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
-});
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(sig, () => {
-    console.error(`\n${sig}: stopping children`);
-    void cleanupAll().finally(() => process.exit(130));
-  });
-}
-
-/** Spawns a process that prints a JSON line with "port" and `msg` when ready; resolves with that port. */
-async function spawnListening(label: string, args: string[], env: Record<string, string>, msg: string): Promise<{ port: number; proc: ChildProcess }> {
-  const proc = track(
-    spawn(process.execPath, args, {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    }),
-  );
-  let stderr = '';
-  proc.stderr!.on('data', (d) => {
-    if (stderr.length < 64_000) stderr += d;
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    let found = false;
-    const timer = setTimeout(() => reject(new Error(`${label} did not start in 30 s:\n${buf}${stderr}`)), 30_000);
-    proc.stdout!.on('data', (d) => {
-      if (found) return; // keep draining the pipe, drop the rest
-      buf += d;
-      for (const line of buf.split('\n')) {
-        if (!line.includes(`"msg":"${msg}"`)) continue;
-        const m = /"port":(\d+)/.exec(line);
-        if (m) {
-          found = true;
-          clearTimeout(timer);
-          buf = '';
-          return resolve(Number(m[1]));
-        }
-      }
-    });
-    proc.once('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    proc.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      if (!found) reject(new Error(`${label} exited (code ${code}, signal ${signal}) before listening:\n${buf}${stderr}`));
-    });
-  });
-  proc.once('exit', (code, signal) => {
-    if (!cleaning) console.error(`${label} exited unexpectedly (code ${code}, signal ${signal}):\n${stderr}`);
-  });
-  return { port, proc };
-}
 
 async function startService(label: string, env: Record<string, string>): Promise<string> {
   const { port } = await spawnListening(
@@ -272,15 +175,15 @@ async function main(): Promise<void> {
   const targets: Array<{ target: string; url: string; key: string }> = [];
 
   const dataDir = await tempDir('bench-data-');
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  onCleanup(() => rm(dataDir, { recursive: true, force: true }));
   const embedded = await startService('service (embedded)', { DATA_DIR: dataDir });
   targets.push({ target: 'service (embedded)', url: embedded, key: (await bootstrap(embedded, 'bench')).key });
 
   if (WITH_REDIS) {
     const redis: RedisServer = await startRedis();
-    cleanups.push(() => redis.stop());
+    onCleanup(() => redis.stop());
     const redisDataDir = await tempDir('bench-data-');
-    cleanups.push(() => rm(redisDataDir, { recursive: true, force: true }));
+    onCleanup(() => rm(redisDataDir, { recursive: true, force: true }));
     const url = await startService('service (redis)', {
       REDIS_URL: redis.url,
       REDIS_PREFIX: 'bench' + randomBytes(4).toString('hex'),
@@ -317,7 +220,7 @@ try {
   await main();
 } catch (e) {
   failed = true;
-  if (!cleaning) console.error(`bench failed: ${(e as Error).stack ?? e}`); // else interrupted: already reported
+  console.error(`bench failed: ${(e as Error).stack ?? e}`);
 } finally {
   await cleanupAll();
 }

@@ -53,25 +53,10 @@ export class Realtime {
 
   /** One signal's committed changes as they happen (A2A task streams); call the answer to stop. */
   watchSignal(signalId: string, onChange: (s: Signal) => void): () => void {
-    let open = true;
-    const sub: Subscriber = {
-      lastSeq: 0,
-      get open() {
-        return open;
-      },
-      wants: (e) => isSignalEntry(e) && e.signal.id === signalId,
-      deliver: (e) => {
-        if (isSignalEntry(e)) onChange(e.signal);
-        return 'sent';
-      },
-      room: async () => open,
-      fail: () => (open = false),
-    };
-    void this.hub.attach(sub);
-    return () => {
-      open = false;
-      this.hub.detach(sub);
-    };
+    return this.watch(
+      (e) => isSignalEntry(e) && e.signal.id === signalId,
+      (e) => isSignalEntry(e) && onChange(e.signal),
+    );
   }
 
   /**
@@ -80,14 +65,9 @@ export class Realtime {
    */
   watchJournal(p: Principal, onEntry: (e: JournalEntry, seen: { shown: boolean; recipient: boolean }) => void): () => void {
     const audience = new Audience(p, this.reach, p.identity.is_admin);
-    let open = true;
-    const sub: Subscriber = {
-      lastSeq: 0,
-      get open() {
-        return open;
-      },
-      wants: () => true,
-      deliver: (e) => {
+    return this.watch(
+      () => true,
+      (e) =>
         onEntry(e, {
           get shown() {
             return audience.wants(e);
@@ -95,7 +75,21 @@ export class Realtime {
           get recipient() {
             return audience.isRecipient(e);
           },
-        });
+        }),
+    );
+  }
+
+  /** An in-process hub subscriber that never falls behind (it only calls back); call the answer to stop. */
+  private watch(wants: (e: JournalEntry) => boolean, onEntry: (e: JournalEntry) => void): () => void {
+    let open = true;
+    const sub: Subscriber = {
+      lastSeq: 0,
+      get open() {
+        return open;
+      },
+      wants,
+      deliver: (e) => {
+        onEntry(e);
         return 'sent';
       },
       room: async () => open,
