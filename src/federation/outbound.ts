@@ -13,7 +13,7 @@ import { AppError, catalogue, isAppError, type ErrorCode } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { PEER } from '../org/peers.js';
-import type { ActorKind, Runtime } from '../runtime/runtime.js';
+import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { Outbound, type Answer } from '../webhooks/outbound.js';
 import { proofHeaders } from './proof.js';
@@ -74,7 +74,16 @@ export class FederationOut {
       timers: (r) => federationDeliveryTimers(r.value, r.context),
       committed: async (id, rec, prev) => {
         if (rec.value === 'sending' && (prev?.value !== 'sending' || prev.context.attempt_count !== rec.context.attempt_count)) this.out.enqueue(id);
-        if (rec.value === 'failed' && prev?.value !== 'failed') await this.rt.send(SIGNAL, rec.context.signal_id, { type: 'FED_FAILED', error: 'FED_DELIVERY_FAILED' }, { quiet: true });
+      },
+      // the signal's FED_DELIVERY_FAILED mark is written in the commit that fails the delivery: no crash can split them
+      alongside: async (_id, rec, prev, rt) => {
+        if (rec.value !== 'failed' || prev?.value === 'failed') return [];
+        const signal = await rt.store.get<ActorRecord<SignalContext>>(actorKey(SIGNAL, rec.context.signal_id));
+        try {
+          return (signal && rt.moveOps<SignalContext>(SIGNAL, rec.context.signal_id, signal, { type: 'FED_FAILED', error: 'FED_DELIVERY_FAILED' })?.ops) ?? [];
+        } catch {
+          return []; // a signal that refuses the mark (none expected) must not keep its delivery from ending
+        }
       },
     };
   }

@@ -60,6 +60,11 @@ export interface ActorKind<C = any> {
    * is sent, so the machine stays pure and its transition records what it was told (a signal's due check).
    */
   timerEvent?(id: string, event: string, rt: Runtime): Promise<Record<string, unknown>>;
+  /**
+   * Ops of other actors' moves that must ride in the commit of this move (re-planned on every attempt), for a
+   * consequence that may not be lost to a crash between two commits (a failed federation delivery marks its signal).
+   */
+  alongside?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, rt: Runtime): Promise<Op[]>;
 }
 
 export interface LogAppend {
@@ -202,7 +207,7 @@ export class Runtime {
         throw new AppError(k.invalid);
       }
       const { record, before, ops, claimed } = move;
-      ops.push(...((await opts.extra?.(record, cur.value)) ?? []));
+      ops.push(...((await k.alongside?.(id, record, before, this)) ?? []), ...((await opts.extra?.(record, cur.value)) ?? []));
       const res = await this.store.commit(ops);
       if (res.ok) {
         this.afterCommit(k, id, record, before);

@@ -49,4 +49,36 @@ describe('runtime committed hook', () => {
     await rt.stop();
     await store.close();
   });
+
+  it('alongside ops of another actor ride in the same commit as the move', async () => {
+    const dir = await tempDir('svc-rt-');
+    dirs.push(dir);
+    const store = await openEmbeddedStore(dir);
+    const commits: string[][] = [];
+    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
+    const rt = new Runtime(spy, createLogger('silent'), 50);
+    const base = { machine: counter, notFound: 'NOT_FOUND' as const, invalid: 'VALIDATION_INVALID_TYPE' as const, indexes: () => [], timers: () => [] };
+    rt.register({ ...base, name: 'follower' });
+    rt.register({
+      ...base,
+      name: 'leader',
+      // stopping the leader stops its follower in the same commit
+      alongside: async (id, rec, prev, r) => {
+        if (rec.value !== 'off' || prev?.value === 'off') return [];
+        const f = await r.store.get<ActorRecord<{ n: number }>>(`actor:follower:${id}`);
+        return (f && r.moveOps('follower', id, f, { type: 'STOP' })?.ops) ?? [];
+      },
+    } as ActorKind<{ n: number }>);
+    const create = () => ({ value: 'on', context: { n: 0 } });
+    await rt.send('leader', 'x', { type: 'INC' }, { create });
+    await rt.send('follower', 'x', { type: 'INC' }, { create });
+    commits.length = 0;
+    await rt.send('leader', 'x', { type: 'STOP' });
+    expect(commits).toHaveLength(1);
+    expect(commits[0].length).toBe(2);
+    expect((await rt.load<{ n: number }>('follower', 'x'))?.value.value).toBe('off');
+    expect((await rt.load<{ n: number }>('follower', 'x'))?.value.context.n).toBe(1);
+    await rt.stop();
+    await store.close();
+  });
 });
