@@ -64,8 +64,15 @@ describe.each(BACKENDS)('route auth on %s', (backend) => {
     const seenAtJoin = Date.parse(before.identities[0].last_seen);
     const requestedAt = await waitFor('the clock to pass the join time', async () => Date.now(), (t) => t > seenAtJoin, 1000, 1);
     expectOk(await member.client.get('/roles'));
-    const after = expectOk(await root.client.get('/identities')).identities.find((i: any) => i.id === member.id);
-    expect(Date.parse(after.last_seen)).toBeGreaterThanOrEqual(requestedAt);
+    // the touch is written beside the request, not before its answer: wait for it to land
+    const seen = await waitFor(
+      'last_seen to move past the request',
+      async () => Date.parse(expectOk(await root.client.get('/identities')).identities.find((i: any) => i.id === member.id).last_seen),
+      (t) => t >= requestedAt,
+      10_000,
+      50,
+    );
+    expect(seen).toBeGreaterThanOrEqual(requestedAt);
     expectError(await root.client.get('/identities?limit=0'), 400, 'VALIDATION_INVALID_TYPE', 'limit');
   });
 });
