@@ -96,6 +96,19 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
     }
   });
 
+  it('SSRF: without ALLOW_PRIVATE_NETWORK a peer on a loopback address is never called and the delivery fails', async () => {
+    const svc = await servers.start({ ...FAST, ALLOW_PRIVATE_NETWORK: 'false', FEDERATION_RETRY_WINDOW_MS: '1000', FEDERATION_BACKOFF_BASE_MS: '200' });
+    const root = await bootstrap(svc.url);
+    const rx = await peer();
+    const peerId = await trustPeer(root, rx);
+    const s = await emitOk(root, { signal_type: 'task', content: 'to loopback', to_peer: peerId, to_role: 'ops' });
+    await until('the failure recorded', async () => (await signalOf(root.client, s.id)).federation.error === 'FED_DELIVERY_FAILED');
+    expect(rx.calls).toHaveLength(0);
+    const row = await peerRow(root.client, peerId);
+    expect(row.deliveries).toMatchObject({ delivered: 0, failed: 1 });
+    expect(row.deliveries.last_error.error).toMatch(/private|loopback|refus/i);
+  });
+
   it('after the retry budget the signal records FED_DELIVERY_FAILED and federation.failed fires', async () => {
     const svc = await servers.start({ ...FAST, FEDERATION_RETRY_WINDOW_MS: '1000', FEDERATION_BACKOFF_BASE_MS: '200' });
     const root = await bootstrap(svc.url);
