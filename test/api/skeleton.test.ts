@@ -348,9 +348,9 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
       });
 
       it('GET /health/detailed names the backend and its reachability', async () => {
-        const sent = Date.now();
+        const sent = performance.now();
         const r = await new Client(svc.url).get('/health/detailed');
-        const answered = Date.now();
+        const answered = performance.now();
         expect(r.status).toBe(200);
         const d = r.body.data;
         expect(d).toMatchObject({ status: 'ok', backend, database: { reachable: true } });
@@ -359,7 +359,7 @@ describe.each(BACKENDS)('walking skeleton on %s', (backend) => {
         expect(d.database.latency_ms).toBeLessThanOrEqual(answered - sent);
         // whole seconds since this server started, not since some other epoch
         expect(Number.isInteger(d.uptime_seconds)).toBe(true);
-        expect(d.uptime_seconds).toBeLessThanOrEqual(Math.ceil((answered - startedBefore) / 1000));
+        expect(d.uptime_seconds).toBeLessThanOrEqual(Math.ceil((Date.now() - startedBefore) / 1000));
         expect(d.version).toMatch(/^\d+\.\d+\.\d+/);
       });
     });
