@@ -37,7 +37,7 @@ async function startService(label: string, env: Record<string, string>): Promise
     label,
     ['--import', 'tsx', 'src/main.ts'],
     // the port line is logged at info; the service logs nothing per request at info
-    { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', ...env },
     'service listening',
   );
   return `http://127.0.0.1:${port}`;

@@ -8,6 +8,7 @@ import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
 import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
+import { withAuthGeneration } from './auth/generation.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
 import { Inbound } from './federation/inbound.js';
@@ -87,7 +88,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
   const rawStore = await openStore(config);
   const metrics = new Metrics(rawStore);
-  const store = instrumentStore(rawStore, metrics);
+  const store = instrumentStore(withAuthGeneration(rawStore), metrics);
   const runtime = new Runtime(store, log, config.timerPollMs);
   runtime.register(signalKind);
   runtime.register(receiptKind);

@@ -4,6 +4,8 @@ import { iso } from '../clock.js';
 import { secretToken, sha256 } from '../ids.js';
 import type { Op, Store } from '../store/port.js';
 import { membershipOf } from '../org/memberships.js';
+import { Lru } from '../realtime/lru.js';
+import { authGeneration } from './generation.js';
 import { indexes, keys, type ApiKey, type Identity, type Permissions, type Principal } from '../identity/model.js';
 
 const KEY_PREFIX = 'svc_';
@@ -42,16 +44,39 @@ export async function authenticate(store: Store, header: string | undefined, adm
   return principalForKey(store, key, admin);
 }
 
+interface Loaded {
+  gen: number;
+  key: ApiKey | undefined;
+  identity: Identity | undefined;
+  membership: unknown;
+}
+
+/** What each store's keys resolved to, by key hash, valid while the auth generation is unchanged */
+const loadedByStore = new WeakMap<Store, Lru<string, Loaded>>();
+const CACHED_KEYS = 10_000;
+
+async function load(store: Store, hash: string): Promise<Loaded> {
+  let cache = loadedByStore.get(store);
+  if (!cache) loadedByStore.set(store, (cache = new Lru(CACHED_KEYS)));
+  // the generation is read before the records: a change committed in between moves it past what is cached
+  const gen = await authGeneration(store);
+  const hit = cache.get(hash);
+  if (hit && hit.gen === gen) return hit;
+  const key = (await store.get<ApiKey>(keys.apiKey(idFor(hash))))?.value;
+  const [identity, membership] = key && key.hash === hash ? await store.getMany<unknown>([keys.identity(key.owner), keys.membership(key.owner)]) : [];
+  const loaded: Loaded = { gen, key, identity: identity?.value as Identity | undefined, membership: membership?.value };
+  cache.set(hash, loaded);
+  return loaded;
+}
+
 export async function principalForKey(store: Store, plain: string, admin: boolean): Promise<Principal> {
   const hash = sha256(plain);
-  const rec = await store.get<ApiKey>(keys.apiKey(idFor(hash)));
-  const key = rec?.value;
+  const { key, identity, membership } = await load(store, hash);
   if (!key || key.hash !== hash) throw new AppError('AUTH_KEY_INVALID');
   if (key.revoked) throw new AppError('AUTH_KEY_REVOKED');
   if (key.expires_at && Date.parse(key.expires_at) <= Date.now()) throw new AppError('AUTH_KEY_EXPIRED');
-  const [identity, membership] = await store.getMany<unknown>([keys.identity(key.owner), keys.membership(key.owner)]);
   if (!identity) throw new AppError('AUTH_KEY_INVALID', 'The identity of this key no longer exists');
-  const principal: Principal = { identity: identity.value as Identity, key, membership: membershipOf(membership?.value) };
+  const principal: Principal = { identity, key, membership: membershipOf(membership) };
   // every authenticated route, socket op and stream needs an active membership
   if (principal.membership?.status !== 'active') throw new AppError('POLICY_MEMBERSHIP_REQUIRED');
   if (admin && !principal.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');

@@ -125,9 +125,17 @@ export class Dispatcher {
         await this.store.commit([{ op: 'put', key: webhookKeys.cursor(log), value: { seq: await this.store.lastSeq(log) }, expect: 0 }]);
         continue;
       }
+      // read before the webhooks: one made after that read starts after this sequence (its `since`)
+      const last = await this.store.lastSeq(log);
+      if (last <= cur.value.seq) return;
+      const hooks = (await loadAll<Webhook>(this.store, webhookIndexes.all, webhookKeys.webhook)).filter((h) => h.active);
+      if (!hooks.length) {
+        // nobody subscribed: move past the range without reading (decoding) its entries
+        await this.store.commit([{ op: 'put', key: webhookKeys.cursor(log), value: { seq: last }, expect: cur.version }]);
+        continue;
+      }
       const entries = await this.store.readLog(log, cur.value.seq, BATCH);
       if (!entries.length) return;
-      const hooks = (await loadAll<Webhook>(this.store, webhookIndexes.all, webhookKeys.webhook)).filter((h) => h.active);
       const ops: Op[] = [];
       let upTo = cur.value.seq;
       for (const e of entries) {

@@ -1,7 +1,7 @@
 /**
  * Identity across two service processes on one Redis: a rate limit is one budget over both instances (with
  * its headers), a revoked, rotated or deleted identity's key stops working on the other instance at once,
- * and a SIWE nonce fetched from one instance signs in on the other exactly once.
+ * a suspension on one instance refuses a key the other has already seen, and a SIWE nonce fetched from one instance signs in on the other exactly once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { limited } from '../helpers/limits.js';
@@ -67,6 +67,19 @@ describe('identity on two instances sharing one Redis', () => {
     expectError(await new Client(a!.url, rotated.api_key).get('/roles'), 401, 'AUTH_KEY_REVOKED');
     expectError(await new Client(a!.url, m.key).get('/roles'), 401, 'AUTH_KEY_REVOKED');
     expect(expectOk(await root.client.get(`/admin/audit?target=${m.id}`)).entries.map((e: any) => e.action)).toEqual(['identity.delete']);
+  });
+
+  it('a key already used on one instance is refused there at once after a suspension on the other, and works again once reactivated', async () => {
+    const m = await join(root.client, 'suspended-elsewhere');
+    const onB = new Client(b!.url, m.key);
+    expectOk(await onB.get('/roles'));
+    expectOk(await onB.get('/roles'));
+    const membership = expectOk(await root.client.get('/org/company/memberships?limit=100')).memberships.find((x: any) => x.identity_id === m.id);
+    expectOk(await root.client.patch(`/org/company/memberships/${membership.id}/status`, { status: 'suspended' }));
+    expectError(await onB.get('/roles'), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    expectOk(await rootOnB.patch(`/org/company/memberships/${membership.id}/status`, { status: 'active' }));
+    expectOk(await new Client(a!.url, m.key).get('/roles'));
+    expectOk(await onB.get('/roles'));
   });
 
   it('a nonce from one instance signs in on the other, once', async () => {
