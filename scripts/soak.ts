@@ -178,9 +178,11 @@ async function loop(step: (i: number) => Promise<unknown>): Promise<void> {
 function openSocket(url: string, key: string): Promise<WebSocket> {
   const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${key}` } });
   ws.on('message', () => counts.pushes++);
-  ws.on('close', (code) => {
+  ws.on('close', (code, reason) => {
     // 1000/1005: this client's own close; anything else is the server ending the socket
-    if (code !== 1000 && code !== 1005) counts.bad_closes++;
+    if (code === 1000 || code === 1005) return;
+    counts.bad_closes++;
+    console.error(JSON.stringify({ soak: 'bad_close', code, reason: reason.toString() }));
   });
   return new Promise((resolve, reject) => {
     ws.once('open', () => {
