@@ -1,16 +1,23 @@
 /**
  * The authorization matrix: every route of the LIVE route table (the front end's, as src/app.ts builds it:
- * REST, /rpc, /mcp, /a2a) × every kind of caller that must be refused, with the code each gets. The rows are
- * generated from the table, so a route added later is swept without anyone writing a row for it. Cases that
- * depend on what a route does (a key's scopes, another identity's resource, a suspended membership) are in
- * the explicit tables below; a suspended membership is refused on every authenticated route. The push entry points (/ws, /signals/stream) are not in the route
- * table and have their own rows. Every answer is checked for leaks: no stack trace or internal message.
+ * REST, /rpc, /mcp, /a2a) × every kind of caller that must be refused, with the code each gets. The sweep
+ * rows (no key, invalid, revoked, expired, non-admin, suspended) are generated from the table. Scope-denied
+ * and another identity's resource depend on what a route does: test/api/authz-table.ts classifies EVERY
+ * route (and every /rpc method) with the request that must be refused and its exact code, or `none` with
+ * the reason, and this file holds that table to the live tables exactly, so a route or method added later
+ * fails the suite until it is classified. Admin-only /rpc methods are generated from the method table. The
+ * push entry points (/ws, /signals/stream) are not in the route table and have their own rows. Every
+ * answer is checked for leaks: no stack trace or internal message.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { proofHeaders } from '../../src/federation/proof.js';
 import type { Route } from '../../src/http/server.js';
-import { bootstrap, Client, join, type Member, type Res } from '../helpers/client.js';
+import { methodTable } from '../../src/surface/methods.js';
+import { upload } from '../helpers/blobs.js';
+import { bootstrap, join, type Member, type Res } from '../helpers/client.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
+import { NARROWED, ROUTES, RPC_METHODS, rpc, type Fx, type Req, type Scope } from './authz-table.js';
 import { emitOk, expectError, expectOk, setMembershipStatus } from './support.js';
 import { expectNoLeak } from './leak.js';
 
@@ -19,11 +26,23 @@ const pathOf = (r: Route) => r.path.replace(/:[A-Za-z_]+/g, 'x');
 const label = (r: Route) => `${METHOD[r.method]} ${r.path}`;
 const hasBody = (r: Route) => r.method !== 'get' && r.method !== 'del';
 
-/** A fetch that keeps a non-JSON answer (an MCP or A2A transport error) as text instead of throwing. */
-async function call(url: string, key: string | undefined, r: Route): Promise<Res> {
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-  if (key) headers.authorization = `Bearer ${key}`;
-  const res = await fetch(url + pathOf(r), { method: METHOD[r.method], headers, body: hasBody(r) ? '{}' : undefined });
+/** The code a refusal carries: the envelope's, JSON-RPC's error.data (/rpc, /a2a, MCP reads), an MCP tool's isError result, a batch item's, or a bare JSON-RPC code. */
+function codeOf(body: any): string | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  if (typeof body.error?.code === 'string') return body.error.code;
+  const c = body.error?.data?.code ?? body.result?.structuredContent?.error?.code ?? body.result?.results?.[0]?.error?.code;
+  if (typeof c === 'string') return c;
+  return typeof body.error?.code === 'number' ? String(body.error.code) : undefined;
+}
+
+/** Sends a request with a key, or signed as the trusted peer (proof routes); a non-JSON answer (an MCP or A2A transport error) is kept as text. */
+async function send(url: string, q: Req, as: { key?: string; peer?: { peer_id: string; shared_secret: string } }): Promise<Res> {
+  const raw = q.body === undefined ? undefined : JSON.stringify(q.body);
+  const headers: Record<string, string> = { accept: 'application/json, text/event-stream', ...q.headers };
+  if (raw !== undefined) headers['content-type'] = 'application/json';
+  if (as.key) headers.authorization = `Bearer ${as.key}`;
+  if (as.peer) Object.assign(headers, proofHeaders(as.peer.peer_id, as.peer.shared_secret, q.method, q.path.split('?')[0]!, raw ?? '', Date.now()));
+  const res = await fetch(url + q.path, { method: q.method, headers, body: raw });
   const text = await res.text();
   let body: any = text;
   try {
@@ -33,6 +52,15 @@ async function call(url: string, key: string | undefined, r: Route): Promise<Res
   }
   return { status: res.status, body };
 }
+
+/** A sweep call: the route with placeholder path parameters and an empty JSON object as body. */
+const call = (url: string, key: string | undefined, r: Route) => send(url, { method: METHOD[r.method], path: pathOf(r), body: hasBody(r) ? {} : undefined }, { key });
+
+/** Whether a classified request is a call of this route (so a row cannot test some other route instead). */
+const addresses = (r: Route, q: Req) => {
+  const pattern = r.path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/:[A-Za-z_]+/g, '[^/]+');
+  return q.method === METHOD[r.method] && new RegExp(`^${pattern}$`).test(q.path.split('?')[0]!);
+};
 
 /** Routes whose service demands an active membership: a suspended member gets POLICY_MEMBERSHIP_REQUIRED with a valid body. */
 const MEMBERSHIP_REQUIRED: { label: string; path: string; body: (sig: string) => unknown; method: 'POST' }[] = [
@@ -51,7 +79,11 @@ for (const backend of BACKENDS) {
     let member: Member;
     let other: Member;
     let suspended: Member;
-    const k = { revoked: '', expired: '', scoped: '' };
+    const k = { revoked: '', expired: '' };
+    /** member's keys, each narrowed to one scope (NARROWED; memory_scopes to member's own namespace) */
+    const scopedKeys = {} as Record<Exclude<Scope, 'allowed_scopes'>, string>;
+    let peer: { peer_id: string; shared_secret: string };
+    let f: Fx;
     let table: readonly Route[];
 
     beforeAll(async () => {
@@ -62,12 +94,80 @@ for (const backend of BACKENDS) {
       member = await join(root.client, 'member');
       other = await join(root.client, 'other');
       suspended = await join(root.client, 'suspended');
-      const revoked = expectOk(await root.client.post('/admin/api-keys', { owner: member.id }), 201);
+      const key = async (body: Record<string, unknown>) => expectOk(await root.client.post('/admin/api-keys', { owner: member.id, ...body }), 201);
+      const revoked = await key({});
       expectOk(await root.client.post(`/admin/api-keys/${revoked.id}/revoke`));
       k.revoked = revoked.api_key;
-      k.expired = expectOk(await root.client.post('/admin/api-keys', { owner: member.id, expires_at: new Date(Date.now() - 60_000).toISOString() }), 201).api_key;
-      k.scoped = expectOk(await root.client.post('/admin/api-keys', { owner: member.id, permissions: { signal_types: ['pulse'] } }), 201).api_key;
+      k.expired = (await key({ expires_at: new Date(Date.now() - 60_000).toISOString() })).api_key;
+      scopedKeys.signal_types = (await key({ permissions: { signal_types: NARROWED.signal_types } })).api_key;
+      scopedKeys.rings = (await key({ permissions: { rings: NARROWED.rings } })).api_key;
+      scopedKeys.task_types = (await key({ permissions: { task_types: NARROWED.task_types } })).api_key;
+      scopedKeys.ring_scopes = (await key({ ring_scopes: NARROWED.ring_scopes })).api_key;
+      scopedKeys.memory_scopes = (await key({ permissions: { memory_scopes: [`agent:${member.id}`] } })).api_key;
       await setMembershipStatus(root.client, suspended.id, 'suspended');
+
+      // what `other` owns (and org-level things the narrowed keys fall outside of)
+      const roleId = expectOk(await root.client.post('/roles', { name: 'Builder' }), 201).id;
+      for (const name of ['alpha', 'beta']) expectOk(await root.client.post('/rings', { name }), 201);
+      const task = (await emitOk(other, { signal_type: 'task', content: 'deploy it', payload: { task_type: 'deploy' } })).id;
+      const held = (await emitOk(other, { signal_type: 'task', content: 'mine', payload: { task_type: 'deploy' } })).id;
+      expectOk(await other.client.post('/claim', { signal_id: held, lease_ms: 3_600_000 }));
+      const remember = async (who: Member, namespace: string, content: string) => expectOk(await who.client.post('/memory/store', { namespace, content, allow_duplicate: true }), 201).id as string;
+      const relate = async (who: Member, from_id: string, to_id: string) => expectOk(await who.client.post('/memory/relate', { from_id, to_id, relation: 'about' }), 201).id as string;
+      const orgMem = await remember(root, 'org', 'org memory one');
+      const orgMem2 = await remember(root, 'org', 'org memory two');
+      const otherMem = await remember(other, `agent:${other.id}`, 'other secret one');
+      const otherMem2 = await remember(other, `agent:${other.id}`, 'other secret two');
+      const lender = await join(root.client, 'lender');
+      const lentMem = await remember(lender, `agent:${lender.id}`, 'lent one');
+      const lentMem2 = await remember(lender, `agent:${lender.id}`, 'lent two');
+      expectOk(await root.client.post('/memory/admin/share', { namespace: `agent:${lender.id}`, grantee_type: 'identity', grantee: member.id }), 201);
+      const artifact = async (visibility: string) => expectOk(await upload(url, other.key, '/artifacts/upload', 'bytes', { fields: { name: `${visibility}.txt`, visibility } }), 201).id as string;
+      const reservation = expectOk(await other.client.post('/reservations', { paths: ['src/**'], project: 'authz', ttl_s: 3600 })).granted[0].id;
+      const otherMembership = (expectOk(await root.client.get('/org/company/memberships?limit=100')).memberships as any[]).find((m) => m.identity_id === other.id).id;
+      peer = expectOk(await root.client.post('/federation/trust', { name: 'authz peer', endpoint: 'https://peer.example', allowed_scopes: ['pulse'] }), 201);
+      const mcpSession = async (who: Member) => {
+        const headers = { authorization: `Bearer ${who.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-06-18' };
+        const init = await fetch(url + '/mcp', { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'authz', version: '1' } } }) });
+        expect(init.status, await init.text()).toBe(200);
+        const sid = init.headers.get('mcp-session-id')!;
+        const ready = await fetch(url + '/mcp', { method: 'POST', headers: { ...headers, 'mcp-session-id': sid }, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+        expect(ready.status).toBe(202);
+        return sid;
+      };
+      f = {
+        root,
+        member,
+        other,
+        task,
+        held,
+        roleId,
+        orgMem,
+        orgMem2,
+        orgEdge: await relate(root, orgMem, orgMem2),
+        otherMem,
+        otherMem2,
+        otherEdge: await relate(other, otherMem, otherMem2),
+        lentMem,
+        lentMem2,
+        lentEdge: await relate(lender, lentMem, lentMem2),
+        lenderId: lender.id,
+        privateArtifact: await artifact('private'),
+        orgArtifact: await artifact('org'),
+        workstream: expectOk(await root.client.post('/workstreams', { name: 'authz' }), 201).id,
+        reservation,
+        otherKeyId: expectOk(await root.client.post('/admin/api-keys', { owner: other.id }), 201).id,
+        otherMembership,
+        mcp: { member: await mcpSession(member), other: await mcpSession(other) },
+      };
+      // the refusals below mean something only if the owner (or an unnarrowed key) is let in
+      expectOk(await other.client.get(`/memory/${otherMem}`));
+      expectOk(await member.client.get(`/memory/${orgMem}`));
+      expectOk(await member.client.get(`/memory/${lentMem}`));
+      expectOk(await member.client.get(`/memory/relate/${lentMem}/edges`));
+      expectOk(await other.client.get(`/artifacts/${f.privateArtifact}?meta=true`));
+      expectOk(await other.client.get(`/inbox/identity/${other.id}`));
+      expectOk(await other.client.get(`/signals/${task}/receipts`));
     });
 
     it('the live table holds every auth mode and the protocol entry points', () => {
@@ -108,8 +208,9 @@ for (const backend of BACKENDS) {
           expectNoLeak(res);
           if (res.status >= 500) failures.push(`${label(r)} with a bad key: ${res.status}`);
         }
-        // a suspended membership is refused on every authenticated route, whatever the route would answer an active member
-        if (r.auth === 'key') check(r, 'suspended', await call(url, suspended.key, r), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+        // a suspended membership is refused on every route that reads a key, whatever the route would answer an
+        // active member: an optional route authenticates a key that is presented like any other
+        if (r.auth === 'key' || r.auth === 'optional') check(r, 'suspended', await call(url, suspended.key, r), 403, 'POLICY_MEMBERSHIP_REQUIRED');
       }
       expect(failures).toEqual([]);
     }, 120_000);
@@ -121,25 +222,82 @@ for (const backend of BACKENDS) {
       expectNoLeak(res);
     });
 
-    it('scope-denied: a key scoped to signal type "pulse" may emit that type only (REST and RPC)', async () => {
-      const scoped = new Client(url, k.scoped);
-      expectOk(await scoped.post('/emit', { signal_type: 'pulse', content: 'ok' }), 201);
-      expectError(await scoped.post('/emit', { signal_type: 'alert', content: 'no' }), 403, 'AUTH_SCOPE_DENIED');
-      expectError(await scoped.get('/signals/list?type=alert'), 403, 'AUTH_SCOPE_DENIED');
-      const rpc = await scoped.post('/rpc', { jsonrpc: '2.0', id: 1, method: 'signals.emit', params: { signal_type: 'alert', content: 'no' } });
-      expect(rpc.body.error, JSON.stringify(rpc.body)).toBeDefined();
-      expect(JSON.stringify(rpc.body.error)).toContain('AUTH_SCOPE_DENIED');
+    it('the classification table has a row for exactly every route of the live table, and /rpc for every method', () => {
+      expect(Object.keys(ROUTES).sort()).toEqual(table.map(label).sort());
+      expect(Object.keys(RPC_METHODS).sort()).toEqual(Object.keys(methodTable({} as Parameters<typeof methodTable>[0])).sort());
+      // a case must call the route of its row (a typo cannot test another route instead)
+      const astray: string[] = [];
+      for (const r of table) {
+        const row = ROUTES[label(r)]!;
+        for (const c of [...('none' in row.scope ? [] : row.scope), ...('none' in row.other ? [] : row.other)]) {
+          const q = c.req(f);
+          if (!addresses(r, q)) astray.push(`${label(r)}: a case calls ${q.method} ${q.path}`);
+        }
+      }
+      expect(astray).toEqual([]);
     });
 
-    it("another identity's resource: inbox and memory refuse, the owner still reads", async () => {
-      expect((await other.client.get(`/inbox/identity/${member.id}`)).status).toBe(403);
-      const mem = expectOk(await member.client.post('/memory/store', { content: 'mine', namespace: `agent:${member.id}` }), 201);
-      const peek = await other.client.get(`/memory/${mem.id}`);
-      expect([403, 404]).toContain(peek.status);
-      expectNoLeak(peek);
-      const forget = await other.client.post('/memory/forget', { id: mem.id });
-      expect([403, 404]).toContain(forget.status);
-      expectOk(await member.client.get(`/memory/${mem.id}`));
+    /** Runs cases, collecting every mismatch (and checking each answer for leaks). */
+    const runner = () => {
+      const failures: string[] = [];
+      const expectRefused = async (what: string, q: Req, as: Parameters<typeof send>[2], status: number, code: string) => {
+        const res = await send(url, q, as);
+        expectNoLeak(res);
+        const got = codeOf(res.body);
+        if (res.status !== status || got !== code) failures.push(`${what}: want ${status} ${code}, got ${res.status} ${got ?? JSON.stringify(res.body).slice(0, 160)}`);
+      };
+      return { failures, expectRefused };
+    };
+    const scopedCaller = (s: Scope) => (s === 'allowed_scopes' ? { peer } : { key: scopedKeys[s] });
+
+    it('scope-denied: on every route a key can be narrowed for, each narrowed key is refused with the exact code', async () => {
+      const { failures, expectRefused } = runner();
+      let cases = 0;
+      for (const r of table) {
+        const row = ROUTES[label(r)];
+        if (!row || 'none' in row.scope) continue;
+        for (const c of row.scope) for (const s of c.scopes) {
+          cases++;
+          await expectRefused(`${label(r)} with a key narrowed by ${s}`, c.req(f), scopedCaller(s), c.status, c.code);
+        }
+      }
+      expect(failures).toEqual([]);
+      expect(cases).toBeGreaterThan(40);
+    });
+
+    it("another identity's resource: on every route that names one, member (or the peer, or no one on a public route) is refused with the exact code", async () => {
+      const { failures, expectRefused } = runner();
+      let cases = 0;
+      for (const r of table) {
+        const row = ROUTES[label(r)];
+        if (!row || 'none' in row.other) continue;
+        const as = r.auth === 'proof' ? { peer } : r.auth === 'public' ? {} : { key: member.key };
+        for (const c of row.other) {
+          cases++;
+          await expectRefused(`${label(r)} on another's resource`, c.req(f), as, c.status, c.code);
+        }
+      }
+      expect(failures).toEqual([]);
+      expect(cases).toBeGreaterThan(40);
+      // the refusals changed nothing of other's
+      expectOk(await other.client.get(`/memory/${f.otherMem}`));
+      expect(expectOk(await member.client.get(`/memory/${f.lentMem}`)).content).toBe('lent one');
+      expect(expectOk(await other.client.get(`/reservations/${f.reservation}`)).state).toBe('active');
+      expect(expectOk(await other.client.get(`/thread/${f.held}`)).signals[0]).toMatchObject({ claimed_by: other.id, delivery_state: 'leased' });
+      expect(expectOk(await other.client.get(`/thread/${f.task}`)).signals[0]).toMatchObject({ task_status: 'open' });
+    });
+
+    it('/rpc, per method of the method table: admin-only methods refuse a member, scoped methods a narrowed key, and methods on another identity’s resource refuse a member', async () => {
+      const { failures, expectRefused } = runner();
+      const methods = methodTable({} as Parameters<typeof methodTable>[0]);
+      const admins = Object.entries(methods).filter(([, m]) => m.admin).map(([name]) => name);
+      expect(admins.length).toBeGreaterThan(0);
+      for (const name of admins) await expectRefused(`rpc ${name} as a member`, rpc(name, {}), { key: member.key }, 403, 'AUTH_ADMIN_REQUIRED');
+      for (const [name, row] of Object.entries(RPC_METHODS)) {
+        if (!('none' in row.scope)) for (const c of row.scope) for (const s of c.scopes) await expectRefused(`rpc ${name} with a key narrowed by ${s}`, rpc(name, c.params(f)), scopedCaller(s), c.status, c.code);
+        if (!('none' in row.other)) for (const c of row.other) await expectRefused(`rpc ${name} on another's resource`, rpc(name, c.params(f)), { key: member.key }, c.status, c.code);
+      }
+      expect(failures).toEqual([]);
     });
 
     it('/ws and /signals/stream: no key, invalid, revoked and expired are refused at the upgrade', async () => {
