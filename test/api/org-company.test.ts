@@ -107,6 +107,7 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expectOk(await root.client.patch(`/org/company/peers/${active.id}/status`, { status: 'active' }));
       const role = expectOk(await root.client.post('/roles', { name: 'Searcher' }), 201);
       expectOk(await root.client.post('/fills', { identity_id: alice.id, role_id: role.id }), 201);
+      const ring = expectOk(await root.client.post('/rings', { name: 'Finders', purpose: 'search things', members: [alice.id] }), 201);
 
       const d = expectOk(await alice.client.get('/discovery'));
       expect(d.org).toMatchObject({ name: 'default' });
@@ -114,6 +115,8 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       for (const i of d.identities) expect(Object.keys(i).sort()).toEqual(['agent_8004_id', 'capabilities', 'id', 'name', 'tags', 'type', 'wallet_address']);
       expect(d.capabilities).toEqual(['review', 'search']);
       expect(d.roles.map((r: any) => r.name)).toContain('Searcher');
+      // rings show their public fields, not their members
+      expect(d.rings).toEqual([{ id: ring.id, name: 'Finders', purpose: 'search things' }]);
       expect(d.agent_card_url).toBe(`${svc.url.replace('127.0.0.1', 'localhost')}/.well-known/agent-card.json`);
       expect(d.endpoints.websocket).toMatch(/^ws:\/\/.*\/ws$/);
       expect(d.endpoints).toMatchObject({ sse: expect.stringMatching(/\/signals\/stream$/), mcp: expect.stringMatching(/\/mcp$/), a2a: expect.stringMatching(/\/a2a$/) });
