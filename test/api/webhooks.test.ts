@@ -2,7 +2,7 @@
  * Webhooks over real HTTP on both backends: the admin routes and their codes, Standard Webhooks signatures
  * checked by the independent `standardwebhooks` package at a real local receiver that fails the first two
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
- * POST /emit unaffected by a hanging endpoint, and the SSRF refusal.
+ * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
@@ -160,6 +160,34 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect(rx.requests[1].id).toBe(rx.requests[0].id);
       expect(rx.requests[1].verified).toBe(true);
       await until('the replay recorded', async () => { const [x] = await deliveriesOf(root, w.id); return x.attempt_count === 2 && x.status === 'delivered'; });
+    });
+
+    it('deliveries page newest first by cursor and has_more: walked to the end, nothing twice, nothing missed', async () => {
+      const rx = await receiver();
+      const w = await hook(root, rx, ['signal.emitted']);
+      const sent: string[] = [];
+      for (let i = 0; i < 7; i++) sent.push((await emitOk(root, { signal_type: 'pulse', content: `paged ${i}` })).id);
+      await until('seven deliveries', async () => (await deliveriesOf(root, w.id)).length === 7);
+      const whole = (await deliveriesOf(root, w.id)).map((d: any) => d.id);
+      const walked: any[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const res = await root.client.get(`/admin/webhooks/${w.id}/deliveries?limit=2${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+        const d: any = expectOk(res);
+        expect(d.deliveries.length).toBeGreaterThan(0);
+        expect(d.deliveries.length).toBeLessThanOrEqual(2);
+        expect(d.has_more).toBe(d.cursor !== null);
+        expect(res.body.meta.cursor).toBe(d.cursor);
+        walked.push(...d.deliveries);
+        after = d.cursor;
+        pages++;
+      } while (after);
+      expect(pages).toBe(4);
+      expect(walked.map((d) => d.id)).toEqual(whole);
+      expect(new Set(whole).size).toBe(7);
+      expect(walked.map((d) => d.payload.data.signal.id).sort()).toEqual([...sent].sort());
+      expectError(await root.client.get(`/admin/webhooks/${w.id}/deliveries?after=%21%21`), 400, 'VALIDATION_INVALID_TYPE', 'after');
     });
 
     it('a hanging endpoint: attempts time out and are recorded, replay mid-send is refused, and POST /emit latency is unchanged', async () => {
