@@ -2,7 +2,8 @@
  * Webhooks over real HTTP on both backends: the admin routes and their codes, Standard Webhooks signatures
  * checked by the independent `standardwebhooks` package at a real local receiver that fails the first two
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
- * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, and the SSRF refusal.
+ * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, no more requests
+ * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
@@ -214,6 +215,23 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       expect(d.attempts[0].error).toMatch(/no answer within 2000 ms/);
       expectOk(await root.client.patch(`/admin/webhooks/${w.id}`, { active: false }));
     });
+  });
+
+  it('a hanging endpoint never has more than WEBHOOK_MAX_IN_FLIGHT requests open at once', async () => {
+    const rx = await receiver(() => 'hang');
+    const svc = await servers.start({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '30000' });
+    const root = await bootstrap(svc.url);
+    await hook(root, rx, ['signal.emitted']);
+    for (let i = 0; i < 5; i++) await emitOk(root, { signal_type: 'pulse', content: `held ${i}` });
+    // the endpoint holds what it gets; each time two are open, a moment passes with no third, then they are answered
+    while (rx.unique().size < 5) {
+      await until('the next requests open', () => rx.open >= Math.min(2, 5 - rx.unique().size));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(rx.open).toBeLessThanOrEqual(2);
+      rx.release(200);
+    }
+    expect(rx.maxOpen).toBe(2);
+    expect(rx.requests).toHaveLength(5);
   });
 
   it('retries survive a restart on the same data', async () => {
