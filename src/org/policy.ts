@@ -14,8 +14,8 @@ export function effectivePolicy(c: Readonly<Config>) {
     one_central_claw_per_org: true,
     /** requests per minute per key that names no rate_limit; 0 = unlimited */
     rate_limit_default: c.rateLimitDefault,
-    // memory quotas are not part of this build yet: null says "not enforced"
-    memory_quota: null,
+    /** live memories one namespace may hold (MEMORY_NAMESPACE_QUOTA); one more is 429 MEMORY_QUOTA_EXCEEDED */
+    memory_quota: { per_namespace: c.memoryNamespaceQuota },
     federation_max_hops: FEDERATION_MAX_HOPS,
     lease: { task_lease_ms: c.taskLeaseMs, max_delivery_attempts: c.maxDeliveryAttempts },
     webhooks: { retry_window_ms: c.webhookRetryWindowMs, attempt_timeout_ms: c.webhookTimeoutMs, allow_private_network: c.allowPrivateNetwork },

@@ -12,7 +12,7 @@ import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { isSignalEntry, JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
+import { isSignalEntry, JOURNAL_LOG, type EventEntry, type JournalEntry } from '../journal/journal.js';
 import type { Op } from '../store/port.js';
 import { loadAll } from '../store/scan.js';
 import { DELIVERY, deliveryId, webhookIndexes, webhookKeys, WEBHOOK_EVENTS, type Webhook, type WebhookEvent } from './model.js';
@@ -43,6 +43,8 @@ export function eventsOf(log: string, entry: unknown): Event[] {
   const e = entry as JournalEntry;
   if (!isSignalEntry(e)) {
     // other parts' events (artifacts, workspace, ...) join the catalogue when those parts add theirs
+    const at = eventTime(e);
+    if (at !== undefined) return [ev(e.type as WebhookEvent, at, { [e.subject]: e.data })];
     if (e.type === 'signal.ack_overdue') {
       const d = e.data as { checked_at: string };
       return [ev('signal.ack_overdue', d.checked_at, e.data as Record<string, unknown>)];
@@ -66,6 +68,22 @@ export function eventsOf(log: string, entry: unknown): Event[] {
   if (state === 'acked' && s.task_status === 'completed') out.push(ev('task.completed', at, { signal: s }));
   if (state === 'dead_letter') out.push(ev('signal.dead_lettered', at, { signal: s }));
   return out;
+}
+
+/** Reservation and memory events: the field of the record the entry carries that says when it happened. */
+const TIME_FIELD: Partial<Record<string, string>> = {
+  'reservation.granted': 'created_at',
+  'reservation.released': 'released_at',
+  'reservation.expired': 'expires_at',
+  'memory.stored': 'updated_at',
+  'memory.updated': 'updated_at',
+  'memory.forgotten': 'updated_at',
+};
+
+/** When a reservation or memory event happened; undefined for any other entry. */
+function eventTime(e: EventEntry): string | undefined {
+  const field = TIME_FIELD[e.type];
+  return field === undefined ? undefined : String((e.data as Record<string, unknown>)[field]);
 }
 
 export class Dispatcher {

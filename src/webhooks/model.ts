@@ -7,6 +7,8 @@ import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
 export const WEBHOOK_EVENTS = [
   'signal.emitted', 'signal.claimed', 'signal.acked', 'signal.dead_lettered', 'signal.ack_overdue', 'task.completed', 'identity.joined', 'membership.changed',
   'federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed',
+  'reservation.granted', 'reservation.released', 'reservation.expired',
+  'memory.stored', 'memory.updated', 'memory.forgotten',
 ] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 

@@ -107,6 +107,7 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expectOk(await root.client.patch(`/org/company/peers/${active.id}/status`, { status: 'active' }));
       const role = expectOk(await root.client.post('/roles', { name: 'Searcher' }), 201);
       expectOk(await root.client.post('/fills', { identity_id: alice.id, role_id: role.id }), 201);
+      const ring = expectOk(await root.client.post('/rings', { name: 'Finders', purpose: 'search things', members: [alice.id] }), 201);
 
       const d = expectOk(await alice.client.get('/discovery'));
       expect(d.org).toMatchObject({ name: 'default' });
@@ -114,6 +115,8 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       for (const i of d.identities) expect(Object.keys(i).sort()).toEqual(['agent_8004_id', 'capabilities', 'id', 'name', 'tags', 'type', 'wallet_address']);
       expect(d.capabilities).toEqual(['review', 'search']);
       expect(d.roles.map((r: any) => r.name)).toContain('Searcher');
+      // rings show their public fields, not their members
+      expect(d.rings).toEqual([{ id: ring.id, name: 'Finders', purpose: 'search things' }]);
       expect(d.agent_card_url).toBe(`${svc.url.replace('127.0.0.1', 'localhost')}/.well-known/agent-card.json`);
       expect(d.endpoints.websocket).toMatch(/^ws:\/\/.*\/ws$/);
       expect(d.endpoints).toMatchObject({ sse: expect.stringMatching(/\/signals\/stream$/), mcp: expect.stringMatching(/\/mcp$/), a2a: expect.stringMatching(/\/a2a$/) });
@@ -172,6 +175,8 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       const p = expectOk(await root.client.get('/admin/policy'));
       expect(p).toMatchObject({ strict_signal_types: false, membership_required: true, federation_max_hops: 1, lease: { task_lease_ms: 300_000, max_delivery_attempts: 5 } });
       expect(p.webhooks.retry_window_ms).toBe(24 * 3600_000);
+      // the quota memory/store enforces, per namespace, from the one config
+      expect(p.memory_quota).toEqual({ per_namespace: 10_000 });
       const rate = expectOk(await root.client.get('/admin/config')).settings.find((x: any) => x.name === 'RATE_LIMIT_DEFAULT');
       expect(p.rate_limit_default).toBe(rate.value);
       expect(typeof rate.value).toBe('number');
@@ -179,7 +184,7 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
     });
 
     it('GET /admin/config: every setting with value and source, secrets masked', async () => {
-      const strict = await servers.start({ STRICT_SIGNAL_TYPES: 'true', S3_ENDPOINT: '', LOG_LEVEL: 'silent' });
+      const strict = await servers.start({ STRICT_SIGNAL_TYPES: 'true', MEMORY_NAMESPACE_QUOTA: '7', S3_ENDPOINT: '', LOG_LEVEL: 'silent' });
       const admin = await bootstrap(strict.url);
       const { settings } = expectOk(await admin.client.get('/admin/config'));
       const row = (n: string) => settings.find((s: any) => s.name === n);
@@ -187,7 +192,8 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expect(row('TASK_LEASE_MS')).toEqual({ name: 'TASK_LEASE_MS', value: 300_000, source: 'default', secret: false });
       expect(row('S3_SECRET_KEY')).toEqual({ name: 'S3_SECRET_KEY', value: null, source: 'default', secret: true });
       if (backend === 'redis') expect(row('REDIS_URL').source).toBe('env');
-      expect(expectOk(await admin.client.get('/admin/policy')).strict_signal_types).toBe(true);
+      expect(row('MEMORY_NAMESPACE_QUOTA')).toEqual({ name: 'MEMORY_NAMESPACE_QUOTA', value: 7, source: 'env', secret: false });
+      expect(expectOk(await admin.client.get('/admin/policy'))).toMatchObject({ strict_signal_types: true, memory_quota: { per_namespace: 7 } });
       expectError(await alice.client.get('/admin/config'), 403, 'AUTH_ADMIN_REQUIRED');
     });
   });

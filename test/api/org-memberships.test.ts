@@ -1,7 +1,7 @@
 /**
  * Memberships over real HTTP, WebSocket and SSE on both backends: list (paged), create (one per identity),
  * status moves and their refusals, a suspended identity refused on every transport with its open socket
- * and stream closed, reinstatement, claw types with one central claw even under concurrent PATCHes.
+ * and stream closed, its task lease left to run out and the task then redelivered, reinstatement, claw types with one central claw even under concurrent PATCHes.
  * Access ends through one journal entry (`identity.access_ended`) appended in the commit that ends it,
  * whoever moves the membership; an identity's deletion removes its membership in the deletion's own commit.
  */
@@ -11,7 +11,7 @@ import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, refusedUpgrade, SseStream } from '../helpers/push.js';
 import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import type { Op, Store } from '../../src/store/port.js';
-import { emitOk, expectError, expectOk, ULID, waitFor } from './support.js';
+import { emitOk, expectError, expectOk, findSignal, ULID, waitFor } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 const until = <T>(what: string, probe: () => T | Promise<T>, ms = 5000) => waitFor(what, probe, (v) => !!v, ms, 25);
@@ -102,6 +102,24 @@ describe.each(BACKENDS)('memberships on %s', (backend) => {
     await again.close();
     await rootSocket.close();
     stream.close();
+  });
+
+  it('a task leased by an identity that is then suspended keeps its lease until it ends, then returns for another claimer', async () => {
+    const gina = await join(root.client, 'gina');
+    const task = await emitOk(root, { signal_type: 'task', content: 'left half done' });
+    const claim = expectOk(await gina.client.post('/claim', { signal_id: task.id, lease_ms: 2500 }));
+    expect(claim).toMatchObject({ delivery_state: 'leased', claimed_by: gina.id });
+    expectOk(await root.client.patch(`/org/company/memberships/${(await of(gina)).id}/status`, { status: 'suspended' }));
+    // the suspension leaves the lease alone: still gina's, another claimer is refused, gina cannot ack it any more
+    expect(await findSignal(root.client, task.id)).toMatchObject({ delivery_state: 'leased', claimed_by: gina.id, claim_expires_at: claim.claim_expires_at });
+    expectError(await alice.client.post('/claim', { signal_id: task.id }), 409, 'SIGNAL_CLAIM_CONFLICT');
+    expectError(await gina.client.post('/ack', { signal_id: task.id }), 403, 'POLICY_MEMBERSHIP_REQUIRED');
+    // the lease timer releases it for redelivery, and another agent takes it
+    const back = await waitFor('the lease ended by its timer', () => findSignal(root.client, task.id), (s) => s?.delivery_state === 'pending', 10_000);
+    expect(back).toMatchObject({ claimed_by: null, claim_expires_at: null, delivery_count: claim.delivery_count + 1 });
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(claim.claim_expires_at));
+    expect(expectOk(await alice.client.post('/claim', { signal_id: task.id }))).toMatchObject({ delivery_state: 'leased', claimed_by: alice.id });
+    expect(expectOk(await alice.client.post('/ack', { signal_id: task.id }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
   });
 
   it('removed is refused too; removed may be reinstated; removed cannot be suspended', async () => {

@@ -2,7 +2,8 @@
  * Webhooks over real HTTP on both backends: the admin routes and their codes, Standard Webhooks signatures
  * checked by the independent `standardwebhooks` package at a real local receiver that fails the first two
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
- * POST /emit unaffected by a hanging endpoint, and the SSRF refusal.
+ * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, no more requests
+ * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
@@ -39,6 +40,12 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     return w;
   }
   const deliveriesOf = async (root: Member, id: string) => expectOk(await root.client.get(`/admin/webhooks/${id}/deliveries?limit=100`)).deliveries;
+  /** The webhook's one delivery, once a server (at `url`) has recorded it delivered. */
+  const recorded = (url: string, root: Member, id: string) =>
+    until('the delivery recorded delivered', async () => {
+      const [d] = expectOk(await new Client(url, root.key).get(`/admin/webhooks/${id}/deliveries`)).deliveries;
+      return d?.status === 'delivered' ? d : undefined;
+    });
 
   describe('routes', () => {
     let svc: Service;
@@ -162,6 +169,34 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       await until('the replay recorded', async () => { const [x] = await deliveriesOf(root, w.id); return x.attempt_count === 2 && x.status === 'delivered'; });
     });
 
+    it('deliveries page newest first by cursor and has_more: walked to the end, nothing twice, nothing missed', async () => {
+      const rx = await receiver();
+      const w = await hook(root, rx, ['signal.emitted']);
+      const sent: string[] = [];
+      for (let i = 0; i < 7; i++) sent.push((await emitOk(root, { signal_type: 'pulse', content: `paged ${i}` })).id);
+      await until('seven deliveries', async () => (await deliveriesOf(root, w.id)).length === 7);
+      const whole = (await deliveriesOf(root, w.id)).map((d: any) => d.id);
+      const walked: any[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const res = await root.client.get(`/admin/webhooks/${w.id}/deliveries?limit=2${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+        const d: any = expectOk(res);
+        expect(d.deliveries.length).toBeGreaterThan(0);
+        expect(d.deliveries.length).toBeLessThanOrEqual(2);
+        expect(d.has_more).toBe(d.cursor !== null);
+        expect(res.body.meta.cursor).toBe(d.cursor);
+        walked.push(...d.deliveries);
+        after = d.cursor;
+        pages++;
+      } while (after);
+      expect(pages).toBe(4);
+      expect(walked.map((d) => d.id)).toEqual(whole);
+      expect(new Set(whole).size).toBe(7);
+      expect(walked.map((d) => d.payload.data.signal.id).sort()).toEqual([...sent].sort());
+      expectError(await root.client.get(`/admin/webhooks/${w.id}/deliveries?after=%21%21`), 400, 'VALIDATION_INVALID_TYPE', 'after');
+    });
+
     it('a hanging endpoint: attempts time out and are recorded, replay mid-send is refused, and POST /emit latency is unchanged', async () => {
       const emitMs = async (n: number) => {
         const t: number[] = [];
@@ -188,6 +223,23 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     });
   });
 
+  it('a hanging endpoint never has more than WEBHOOK_MAX_IN_FLIGHT requests open at once', async () => {
+    const rx = await receiver(() => 'hang');
+    const svc = await servers.start({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '30000' });
+    const root = await bootstrap(svc.url);
+    await hook(root, rx, ['signal.emitted']);
+    for (let i = 0; i < 5; i++) await emitOk(root, { signal_type: 'pulse', content: `held ${i}` });
+    // the endpoint holds what it gets; each time two are open, a moment passes with no third, then they are answered
+    while (rx.unique().size < 5) {
+      await until('the next requests open', () => rx.open >= Math.min(2, 5 - rx.unique().size));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(rx.open).toBeLessThanOrEqual(2);
+      rx.release(200);
+    }
+    expect(rx.maxOpen).toBe(2);
+    expect(rx.requests).toHaveLength(5);
+  });
+
   it('retries survive a restart on the same data', async () => {
     let up = false;
     const rx = await receiver(() => (up ? 200 : 503));
@@ -206,10 +258,13 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       const [r] = [...rx.unique().values()];
       expect(r.body.data.signal.id).toBe(s.id);
       expect(r.try).toBeGreaterThan(triedBefore);
-      const [d] = expectOk(await new Client(second.url, root.key).get(`/admin/webhooks/${w.id}/deliveries`)).deliveries;
-      expect(d.status).toBe('delivered');
+      // the receiver answered before the process recorded the result: wait for the record
+      const d = await recorded(second.url, root, w.id);
       expect(d.attempts.at(-1)).toMatchObject({ status: 'succeeded', response_code: 200 });
-      expect(d.attempts.slice(0, -1).every((a: any) => a.response_code === 503)).toBe(true);
+      // every earlier attempt failed: answered 503, or (under load) abandoned in flight by the closing process
+      const earlier = d.attempts.slice(0, -1);
+      expect(earlier.every((a: any) => a.status === 'failed' && (a.response_code === 503 || /no result/.test(a.error))), JSON.stringify(earlier)).toBe(true);
+      expect(earlier.some((a: any) => a.response_code === 503)).toBe(true);
     } finally {
       await second.close();
     }
@@ -227,7 +282,7 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const second = await startServer(env);
     try {
       await until('the retried delivery', () => rx.unique().size === 1);
-      const [d] = expectOk(await new Client(second.url, root.key).get(`/admin/webhooks/${w.id}/deliveries`)).deliveries;
+      const d = await recorded(second.url, root, w.id);
       expect(d.attempts.map((a: any) => a.status)).toEqual(['failed', 'succeeded']);
       expect(d.attempts[0].error).toMatch(/no result/);
       expect(rx.requests.map((r) => r.id)).toEqual([d.id, d.id]);
@@ -244,13 +299,24 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const w = await hook(root, rx, ['signal.emitted']);
     await emitOk(root, { signal_type: 'pulse', content: 'unlucky' });
     const d = await until('the delivery failed', async () => (await deliveriesOf(root, w.id)).find((x: any) => x.status === 'failed'));
-    // attempts at 0, 200, 600 ms; the next (1400 ms) would fall after the window
-    expect(d.attempts.map((a: any) => a.response_code)).toEqual([500, 500, 500]);
+    // attempts about 0, 200, 600 ms in (later on a loaded machine): each retry waited its back-off and fit
+    // the window; the one after the last would have fallen after it
+    const codes = d.attempts.map((a: any) => a.response_code);
+    expect(codes.length).toBeGreaterThanOrEqual(2);
+    expect(codes.every((c: number) => c === 500), JSON.stringify(codes)).toBe(true);
+    const deadline = Date.parse(d.created_at) + 1000;
+    const at = d.attempts.map((a: any) => Date.parse(a.at));
+    const backoff = (i: number) => 200 * 2 ** i;
+    for (let i = 0; i + 1 < at.length; i++) {
+      expect(at[i] + backoff(i)).toBeLessThanOrEqual(deadline);
+      expect(at[i + 1]).toBeGreaterThanOrEqual(at[i] + backoff(i));
+    }
+    expect(at.at(-1) + backoff(at.length - 1)).toBeGreaterThan(deadline);
     expect(d.failed_at).not.toBeNull();
     up = true;
     expectOk(await root.client.post(`/admin/webhooks/deliveries/${d.id}/replay`), 202);
     await until('the replay delivered', () => rx.unique().size === 1);
-    expect(rx.requests).toHaveLength(4);
+    expect(rx.requests).toHaveLength(codes.length + 1);
   });
 
   it('SSRF: without ALLOW_PRIVATE_NETWORK, private addresses are refused at creation and at send time', async () => {

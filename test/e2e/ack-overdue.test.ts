@@ -1,13 +1,13 @@
 /**
- * signal.ack_overdue fires once across processes: on the embedded backend the due time passes while the
- * server is down and the restarted process reports it exactly once (a third start reports nothing more);
- * on Redis two instances share the due timers and together report each signal exactly once. Counted
+ * signal.ack_overdue fires once across processes: on both backends the due time passes while the server
+ * process is down and the restarted process reports it exactly once (a third start reports nothing more);
+ * on Redis two instances also share the due timers and together report each signal exactly once. Counted
  * on the journal (a WebSocket replaying it from the start) and at a webhook receiver.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, type Frame } from '../helpers/push.js';
-import { serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
+import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { emitOk, expectOk, waitFor } from '../api/support.js';
 
@@ -42,8 +42,8 @@ async function setUp(url: string, rx: Receiver) {
   return { root, sender, r1, r2 };
 }
 
-describe('signal.ack_overdue across a restart (embedded)', () => {
-  const servers = serversOn('embedded');
+describe.each(BACKENDS)('signal.ack_overdue across a restart (%s)', (backend) => {
+  const servers = serversOn(backend);
   const running: ChildServer[] = [];
   let rx: Receiver | undefined;
   afterAll(async () => {
@@ -56,9 +56,10 @@ describe('signal.ack_overdue across a restart (embedded)', () => {
     const env = await servers.env(FAST);
     const first = await spawnServer(env);
     const { root, sender, r1, r2 } = await setUp(first.url, rx);
-    const s = await emitOk(sender, { signal_type: 'query', content: 'ack before the restart', to_role: 'crew', ack_required: true, ack_due_in_s: 8 });
+    const s = await emitOk(sender, { signal_type: 'query', content: 'ack before the restart', to_role: 'crew', ack_required: true, ack_due_in_s: 5 });
     expectOk(await r1.client.post('/inbox/acknowledge', { signal_id: s.id }));
     await first.stop();
+    expect(Date.now(), 'the first process stopped before the due time').toBeLessThan(Date.parse(s.ack_due_at));
     await sleepUntil(Date.parse(s.ack_due_at) + 500);
 
     const second = await spawnServer(env);
