@@ -12,11 +12,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join as joinMember, type Member } from '../helpers/client.js';
-import { serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
 import { expectOk } from '../api/support.js';
 
-describe('git guard', () => {
-  const servers = serversOn('embedded');
+describe.each(BACKENDS)('git guard on %s', (backend) => {
+  const servers = serversOn(backend);
   let svc: Service;
   let root: Member;
   let me: Member;
