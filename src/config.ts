@@ -66,6 +66,8 @@ export interface Config {
   registryTimeoutMs: number;
   embedding: EmbeddingConfig;
   memoryNamespaceQuota: number;
+  /** how often the expiry sweeper purges memories whose expires_at passed (reads hide them meanwhile) */
+  memoryExpirySweepMs: number;
 }
 
 export interface S3Config {
@@ -221,6 +223,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
     embedding,
     memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
+    memoryExpirySweepMs: int(env, 'MEMORY_EXPIRY_SWEEP_MS', 1000, 1),
   });
 }
 
@@ -285,6 +288,7 @@ const SETTINGS: Setting[] = [
   { name: 'EMBEDDING_TIMEOUT_MS', value: (c) => c.embedding.timeoutMs },
   { name: 'EMBEDDING_BATCH', value: (c) => c.embedding.batch },
   { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
+  { name: 'MEMORY_EXPIRY_SWEEP_MS', value: (c) => c.memoryExpirySweepMs },
   { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
   { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
   { name: 'IDEMPOTENCY_TTL_MS', value: (c) => c.idempotencyTtlMs },

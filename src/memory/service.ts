@@ -24,7 +24,6 @@ export const DUPLICATE_SIMILARITY = 0.98;
 /** reciprocal rank fusion constant (Cormack et al.): damps the weight of the very first ranks */
 const RRF_K = 60;
 const REBUILD_BATCH = 500;
-const SWEEP_MS = 1000;
 
 export interface StoreBody {
   namespace: string;
@@ -83,7 +82,7 @@ export class Memories {
     readonly acl: Acl,
     readonly embedder: Embedder,
     readonly index: VectorIndex,
-    private config: Pick<Config, 'memoryNamespaceQuota'>,
+    private config: Pick<Config, 'memoryNamespaceQuota' | 'memoryExpirySweepMs'>,
     private log: Logger,
   ) {}
 
@@ -371,7 +370,7 @@ export class Memories {
     return n;
   }
 
-  /** Startup: a sweep every second purges expired memories; durable because the due times are an index in the store. */
+  /** Startup: a sweep at once and every `MEMORY_EXPIRY_SWEEP_MS` purges expired memories; durable because the due times are an index in the store. */
   startSweeper(): void {
     const tick = async () => {
       try {
@@ -379,7 +378,7 @@ export class Memories {
       } catch (e) {
         this.log.warn({ err: e }, 'memory expiry sweep failed');
       }
-      if (!this.sweeperStopped) this.sweeper = setTimeout(tick, SWEEP_MS);
+      if (!this.sweeperStopped) this.sweeper = setTimeout(tick, this.config.memoryExpirySweepMs);
     };
     this.sweeper = setTimeout(tick, 0);
   }
@@ -467,10 +466,24 @@ export class Memories {
     return Math.max(0, all - current - client);
   }
 
+  /**
+   * Live memories per namespace: the stored count less the memories whose `expires_at` has passed but the
+   * sweeper has not purged yet (the due part of the expiry index, normally a sweep's worth), so counts hide
+   * an expired memory from `expires_at` on like every other read.
+   */
   async namespaceCounts(): Promise<NamespaceCount[]> {
-    const names = await this.db.range(memoryIndexes.namespaces, { limit: 100_000 });
-    const rows = await this.db.getMany<NamespaceCount>(names.map(memoryKeys.namespace));
-    return rows.map((r, i) => r?.value ?? { namespace: names[i], count: 0 });
+    const t = now();
+    const [names, due] = await Promise.all([
+      this.db.range(memoryIndexes.namespaces, { limit: 100_000 }),
+      this.db.range(memoryIndexes.expiring, { lt: expiringMember(t, '\uffff'), limit: 100_000 }),
+    ]);
+    const [rows, expired] = await Promise.all([this.db.getMany<NamespaceCount>(names.map(memoryKeys.namespace)), this.records(due.map(idOfExpiring))]);
+    const hidden = new Map<string, number>();
+    for (const r of expired) if (r && r.deleted_at === null && r.expires_at !== null && Date.parse(r.expires_at) <= t) hidden.set(r.namespace, (hidden.get(r.namespace) ?? 0) + 1);
+    return rows.map((r, i) => {
+      const c = r?.value ?? { namespace: names[i], count: 0 };
+      return { namespace: c.namespace, count: Math.max(0, c.count - (hidden.get(c.namespace) ?? 0)) };
+    });
   }
 }
 

@@ -2,11 +2,13 @@
  * The sending side of federation over real HTTP on both backends, against a stand-in peer (a local HTTP
  * server checking every proof from the documented formula): emit with to_peer and its refusals, the outbound
  * delivery retried until the peer answers (the copy's id recorded as federation.remote_id), FED_DELIVERY_FAILED
- * after the retry budget, the federation events on the push stream and in webhooks, GET /admin/peers counts,
+ * after the retry budget, the federation events on the push stream and in webhooks (delivered, claimed and
+ * completed by the peer's signed calls, failed), GET /admin/peers counts,
  * and a delivery that survives a restart of the sending process.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { bootstrap, Client, type Member } from '../helpers/client.js';
+import { signedPost } from '../helpers/federation.js';
 import { startPeerReceiver, type PeerReceiver } from '../helpers/peer-receiver.js';
 import { SseStream } from '../helpers/push.js';
 import { BACKENDS, serversOn, spawnServer } from '../helpers/server.js';
@@ -96,6 +98,36 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
     }
   });
 
+  it("the peer's claim and ack reach the origin's webhooks as federation.claimed and federation.completed", async () => {
+    const svc = await servers.start(FAST);
+    const root = await bootstrap(svc.url);
+    const rx = await peer();
+    const peerId = await trustPeer(root, rx);
+    const hookRx = await startReceiver();
+    try {
+      const w = expectOk(await root.client.post('/admin/webhooks', { url: hookRx.url, events: ['federation.claimed', 'federation.completed'] }), 201);
+      hookRx.secret = w.secret;
+      const s = await emitOk(root, { signal_type: 'task', content: 'worked by b', to_peer: peerId, to_role: 'ops' });
+      await until('delivered', async () => (await signalOf(root.client, s.id)).federation.remote_id);
+      // what org B's service sends when its agent claims and completes the copy: signed with the trust's secret
+      const as = { peerId, secret: rx.secret! };
+      expect(expectOk(await signedPost(svc.url, '/federation/claim', { signal_id: s.id, agent: 'b-agent' }, as))).toMatchObject({ delivery_state: 'leased', claimed_by: `peer:${peerId}:b-agent` });
+      expect(expectOk(await signedPost(svc.url, '/federation/ack', { signal_id: s.id, agent: 'b-agent' }, as))).toMatchObject({ task_status: 'completed' });
+      const hooks = (await until('both webhooks', () => {
+        const got = [...hookRx.unique().values()].filter((r) => r.body.data.signal?.id === s.id);
+        return got.length >= 2 ? got : undefined;
+      }))!;
+      expect(hooks.map((r) => r.body.type).sort()).toEqual(['federation.claimed', 'federation.completed']);
+      const hook = (type: string) => hooks.find((r) => r.body.type === type)!.body.data.signal;
+      expect(hook('federation.claimed')).toMatchObject({ delivery_state: 'leased', claimed_by: `peer:${peerId}:b-agent`, federation: { peer_id: peerId, direction: 'outbound' } });
+      expect(hook('federation.completed')).toMatchObject({ delivery_state: 'acked', task_status: 'completed', claimed_by: `peer:${peerId}:b-agent` });
+      // only the subscribed types: federation.delivered was not asked for
+      expect(hookRx.requests.every((r) => r.verified && r.body.type !== 'federation.delivered')).toBe(true);
+    } finally {
+      await hookRx.close();
+    }
+  });
+
   it('SSRF: without ALLOW_PRIVATE_NETWORK a peer on a loopback address is never called and the delivery fails', async () => {
     const svc = await servers.start({ ...FAST, ALLOW_PRIVATE_NETWORK: 'false', FEDERATION_RETRY_WINDOW_MS: '1000', FEDERATION_BACKOFF_BASE_MS: '200' });
     const root = await bootstrap(svc.url);
@@ -115,7 +147,9 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
     const rx = await peer(() => 503);
     const peerId = await trustPeer(root, rx);
     const sse = await SseStream.open(svc.url, { token: root.key }, 'admin stream', ['federation.failed']);
+    const hookRx = await startReceiver();
     try {
+      hookRx.secret = expectOk(await root.client.post('/admin/webhooks', { url: hookRx.url, events: ['federation.failed'] }), 201).secret;
       const s = await emitOk(root, { signal_type: 'task', content: 'doomed', to_peer: peerId, to_role: 'ops' });
       const failed = await until('the failure recorded', async () => {
         const x = await signalOf(root.client, s.id);
@@ -124,10 +158,12 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
       expect(failed.federation).toMatchObject({ error: 'FED_DELIVERY_FAILED', remote_id: null });
       expect(rx.calls.length).toBeGreaterThanOrEqual(2);
       await until('federation.failed pushed', () => sse.events.some((e) => e.signal.id === s.id && e.signal.federation.error === 'FED_DELIVERY_FAILED'));
+      await until('federation.failed webhook', () => [...hookRx.unique().values()].some((r) => r.body.type === 'federation.failed' && r.body.data.signal.id === s.id && r.body.data.signal.federation.error === 'FED_DELIVERY_FAILED'));
       const row = await peerRow(root.client, peerId);
       expect(row.deliveries).toMatchObject({ delivered: 0, failed: 1, pending: 0 });
     } finally {
       sse.close();
+      await hookRx.close();
     }
   });
 

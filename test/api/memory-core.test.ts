@@ -1,13 +1,14 @@
 /**
  * Memory over real HTTP on both backends (Redis with the RediSearch module loaded): store, get, list with
- * filters and paging, recall across namespaces, update, forget (soft delete), expiry, the namespace ACL
+ * filters and paging, recall across namespaces, update, forget (soft delete), expiry (hidden by every read
+ * at expires_at, purged later by the sweeper), the namespace ACL
  * matrix (owner, role filler, ring member, outsider, scoped key) on every read and write, and the quota.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { REDISEARCH_MODULE } from '../helpers/redis.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import { expectError, expectOk, ULID, waitFor } from './support.js';
 
 const WITH_SEARCH = { args: ['--loadmodule', REDISEARCH_MODULE] };
@@ -166,17 +167,66 @@ describe.each(BACKENDS)('memory on %s', (backend) => {
     expectError(await bob.client.patch(`/memory/${m.id}`, { content: 'back' }), 404, 'MEMORY_NOT_FOUND');
   });
 
-  it('expired memories vanish from every read at expires_at and are then purged', async () => {
+  it('expired memories vanish from every read at expires_at, before any purge', async () => {
+    // the sweeper runs at startup and then hourly here, so only the reads themselves can hide the memory
+    const s = await servers.start({ MEMORY_EXPIRY_SWEEP_MS: '3600000' });
+    const admin = await bootstrap(s.url);
+    const ann = await join(admin.client, 'ann');
+    const ns = `agent:${ann.id}`;
+    const note = { namespace: ns, content: 'short lived walrus migration note', entity: 'walrus', tags: ['tusk'], allow_duplicate: true };
+    const gone = await store(ann, { ...note, expires_at: new Date(Date.now() + 1500).toISOString() });
+    // its twin never expires: every read below finds the twin, so the same read would have found the expired one
+    const twin = await store(ann, note);
+    const hub = await store(ann, { namespace: ns, content: 'arctic hub of notes', entity: 'hub' });
+    const toGone = expectOk(await ann.client.post('/memory/relate', { from_id: hub.id, to_id: gone.id, relation: 'mentions' }), 201);
+    const toTwin = expectOk(await ann.client.post('/memory/relate', { from_id: hub.id, to_id: twin.id, relation: 'mentions' }), 201);
+    expect((await s.store.get<any>(`memory:${gone.id}`))!.value.expires_at).toBe(gone.expires_at);
+
+    await waitFor('expiry', () => ann.client.get(`/memory/${gone.id}`), (r) => r.status === 404, 10_000, 50);
+    expectError(await ann.client.get(`/memory/${gone.id}`), 404, 'MEMORY_NOT_FOUND');
+    expect(expectOk(await ann.client.get(`/memory/list?namespace=${ns}`)).memories.map((x: any) => x.id)).toEqual([hub.id, twin.id]);
+    expect(expectOk(await ann.client.get(`/memory/list?namespace=${ns}&entity=walrus`)).memories.map((x: any) => x.id)).toEqual([twin.id]);
+    expect(expectOk(await ann.client.get('/memory/recall/walrus')).memories.map((x: any) => x.id)).toEqual([twin.id]);
+    for (const mode of ['semantic', 'keyword', 'hybrid']) {
+      const ids = expectOk(await ann.client.post('/memory/query', { namespace: ns, query: 'short lived walrus migration note', mode })).memories.map((x: any) => x.id);
+      expect(ids, mode).toContain(twin.id);
+      expect(ids, mode).not.toContain(gone.id);
+    }
+    const graph = expectOk(await ann.client.get(`/memory/graph/${hub.id}`));
+    expect(graph.nodes.map((n: any) => n.id).sort()).toEqual([hub.id, twin.id].sort());
+    expect(graph.edges.map((e: any) => e.id)).toEqual([toTwin.id]);
+    expect(expectOk(await ann.client.get(`/memory/relate/${hub.id}/edges`)).edges.map((e: any) => e.id)).toEqual([toTwin.id]);
+    expectError(await ann.client.get(`/memory/graph/${gone.id}`), 404, 'GRAPH_MEMORY_NOT_FOUND');
+    expectError(await ann.client.get(`/memory/relate/${gone.id}/edges`), 404, 'GRAPH_MEMORY_NOT_FOUND');
+    expect(toGone.to_id).toBe(gone.id);
+    for (const who of [ann.client, admin.client]) expect(expectOk(await who.get('/memory/stats'))).toMatchObject({ namespaces: [{ namespace: ns, count: 2 }], total: 2 });
+    const job = expectOk(await admin.client.post('/memory/admin/export', { namespace: ns }), 202);
+    const exported = (await waitFor('the export', () => admin.client.get(`/memory/admin/export/${job.id}`), (r) => r.status === 200 && r.body.data.state !== 'running', 15_000, 50)).body.data;
+    expect(exported).toMatchObject({ state: 'completed', result: { exported: 2 } });
+    expect(exported.result.ndjson.trim().split('\n').map((l: string) => JSON.parse(l).id).sort()).toEqual([hub.id, twin.id].sort());
+    // all of that was the reads: the record is still there, not purged
+    expect((await s.store.get<any>(`memory:${gone.id}`))!.value.deleted_at).toBeNull();
+
+    // the purge is the sweeper's, and durable: a restart's first sweep soft-deletes it
+    await s.close();
+    const again = await startServer({ ...s.env, MEMORY_EXPIRY_SWEEP_MS: '3600000' });
+    try {
+      await waitFor('purge at startup', async () => (await again.store.get<any>(`memory:${gone.id}`))!.value.deleted_at, (d) => d !== null, 10_000, 50);
+      expect((await again.store.get<any>(`memory:${twin.id}`))!.value.deleted_at).toBeNull();
+      expect(expectOk(await new Client(again.url, ann.key).get('/memory/stats'))).toMatchObject({ namespaces: [{ namespace: ns, count: 2 }], total: 2 });
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('the sweeper purges expired memories while running: the record is soft-deleted and the count drops', async () => {
     const m = await store(bob, { namespace: `agent:${bob.id}`, content: 'short lived walrus note', entity: 'walrus', expires_at: new Date(Date.now() + 1500).toISOString() });
-    expect(expectOk(await bob.client.get(`/memory/${m.id}`)).id).toBe(m.id);
-    await waitFor('expiry', () => bob.client.get(`/memory/${m.id}`), (r) => r.status === 404, 5000, 100);
-    expect(expectOk(await bob.client.get(`/memory/list?namespace=agent:${bob.id}&entity=walrus`)).memories).toEqual([]);
-    expect(expectOk(await bob.client.get('/memory/recall/walrus')).memories).toEqual([]);
-    expect(expectOk(await bob.client.post('/memory/query', { namespace: `agent:${bob.id}`, query: 'short lived walrus note' })).memories.map((x: any) => x.id)).not.toContain(m.id);
-    // the sweeper purges it: the namespace count drops and the record is soft-deleted
     const bobNs = async () => expectOk(await bob.client.get('/memory/stats')).namespaces.find((n: any) => n.namespace === `agent:${bob.id}`);
-    await waitFor('purge', bobNs, (n) => n === undefined, 5000, 100);
-    expect((await svc.store.get<any>(`memory:${m.id}`))!.value.deleted_at).not.toBeNull();
+    expect(await bobNs()).toMatchObject({ count: 1 });
+    // the default sweep runs every second
+    await waitFor('purge', async () => (await svc.store.get<any>(`memory:${m.id}`))!.value.deleted_at, (d) => d !== null, 10_000, 100);
+    expect(await bobNs()).toBeUndefined();
+    expectError(await bob.client.get(`/memory/${m.id}`), 404, 'MEMORY_NOT_FOUND');
   });
 
   it('holds the namespace quota (429 MEMORY_QUOTA_EXCEEDED) and frees a place on forget', async () => {

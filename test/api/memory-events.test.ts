@@ -5,8 +5,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, SseStream, waitFor } from '../helpers/push.js';
+import { REDISEARCH_MODULE } from '../helpers/redis.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { expectOk } from './support.js';
 
@@ -14,7 +15,7 @@ const TYPES = ['memory.stored', 'memory.updated', 'memory.forgotten'];
 
 for (const backend of BACKENDS) {
   describe(`memory events on ${backend}`, () => {
-    const servers = serversOn(backend);
+    const servers = serversOn(backend, { args: ['--loadmodule', REDISEARCH_MODULE] });
     let svc: Service;
     let root: Member;
     let alice: Member; // fills role Ops, member of ring Core
@@ -53,6 +54,8 @@ for (const backend of BACKENDS) {
     const store = async (m: Member, namespace: string, content: string) => expectOk(await m.client.post('/memory/store', { namespace, content }), 201);
 
     it('each event reaches the namespace readers only, narrowed by memory_scopes, on both transports', async () => {
+      // the Redis run is on RediSearch like the other memory tests, not the in-process fallback
+      expect(expectOk(await new Client(svc.url).get('/health/detailed')).vector_index.kind).toBe(backend === 'redis' ? 'redisearch' : 'hnsw');
       const ws = { alice: await socket(alice.key, 'alice'), carol: await socket(carol.key, 'carol'), bob: await socket(bob.key, 'bob'), scoped: await socket(scopedKey, 'scoped') };
       const sse = { alice: await stream(alice.key, 'alice sse'), carol: await stream(carol.key, 'carol sse'), bob: await stream(bob.key, 'bob sse'), scoped: await stream(scopedKey, 'scoped sse') };
 

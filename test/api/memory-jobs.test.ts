@@ -1,7 +1,9 @@
 /**
  * Memory jobs and stats over real HTTP on both backends: export → import round trip equal (bad lines
- * reported, good lines kept, idempotent by id), re-embed after a provider change, a job interrupted by a
- * restart resumes from its last batch and completes, unknown jobs, and GET /memory/stats.
+ * reported, good lines kept, idempotent by id), re-embed after a provider change, an import and a re-embed
+ * stopped for real mid-run (the server closed while batches remain, then started again on the same data)
+ * complete with the right totals, an export left mid-run by a dead worker resumes from its last batch,
+ * unknown jobs, and GET /memory/stats.
  */
 import { describe, expect, it } from 'vitest';
 import { download, upload } from '../helpers/blobs.js';
@@ -136,6 +138,66 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
       expect((await finished(c, 're-embed', expectOk(await c.post('/memory/admin/re-embed', { namespace: 'org' }), 202).id)).counts).toEqual({ reembedded: 0 });
     } finally {
       await s2.close();
+    }
+  });
+
+  it('an import and a re-embed stopped mid-run by a restart complete after it with the right totals', async () => {
+    const N = 300; // three batches of 100: the stop lands while the second runs, so one is left for after the restart
+    const env = await servers.env({ EMBEDDING_PROVIDER: 'none' });
+    const ids = Array.from({ length: N }, (_, i) => `01HZZZZZZZZZZZZZZZZZ${String(i).padStart(6, '0')}`);
+    const ndjson = ids.map((id, i) => JSON.stringify({ id, namespace: 'org', content: `bulk fact ${i} about topic ${i % 37}` })).join('\n');
+
+    /** Starts the job, stops the server once a first batch is committed, restarts it; answers the finished job, and its transitions. */
+    async function interrupted(kind: 'import' | 're-embed', body: Record<string, unknown>, provider: string) {
+      const first = await startServer({ ...env, EMBEDDING_PROVIDER: provider });
+      let job: any;
+      try {
+        const root = new Client(first.url, rootKey);
+        job = expectOk(await root.post(`/memory/admin/${kind}`, body), 202);
+        expect(job.progress).toEqual({ processed: 0, total: N });
+        const mid = await waitFor(`${kind}: a first batch`, () => root.get(`/memory/admin/${kind}/${job.id}`), (r) => r.status === 200 && r.body.data.progress.processed > 0, 30_000, 10);
+        expect(mid.body.data.state).toBe('running');
+      } finally {
+        await first.close(); // a clean stop: the worker ends its batch and releases the job
+      }
+      const second = await startServer({ ...env, EMBEDDING_PROVIDER: provider });
+      try {
+        const root = new Client(second.url, rootKey);
+        const done = await finished(root, kind, job.id);
+        const shown = expectOk(await root.get(`/admin/actors/memory-job/${job.id}`));
+        const transitions = shown.transitions.map((t: any) => t.event);
+        return { done, transitions, root, server: second };
+      } catch (e) {
+        await second.close();
+        throw e;
+      }
+    }
+
+    const boot = await startServer(env);
+    const rootKey = (await bootstrap(boot.url)).key;
+    await boot.close();
+
+    const imp = await interrupted('import', { ndjson }, 'none');
+    try {
+      expect(imp.done).toMatchObject({ state: 'completed', progress: { processed: N, total: N }, counts: { imported: N, skipped: 0, failed: 0 }, errors: [] });
+      // it was stopped mid-run: the first worker released it, a worker of the restarted server claimed it again
+      expect(imp.transitions).toContain('RELEASE');
+      expect(imp.transitions.slice(imp.transitions.lastIndexOf('RELEASE'))).toContain('CLAIM');
+      expect(expectOk(await imp.root.get('/memory/stats')).namespaces).toEqual([{ namespace: 'org', count: N }]);
+    } finally {
+      await imp.server.close();
+    }
+
+    const re = await interrupted('re-embed', {}, 'hash');
+    try {
+      expect(re.done).toMatchObject({ state: 'completed', namespace: null, progress: { processed: N, total: N }, counts: { reembedded: N } });
+      expect(re.transitions).toContain('RELEASE');
+      expect(re.transitions.slice(re.transitions.lastIndexOf('RELEASE'))).toContain('CLAIM');
+      expect(expectOk(await re.root.get('/memory/stats')).embedding.backlog).toEqual({ reembed: 0, unindexed: 0 });
+      expect(expectOk(await re.root.post('/memory/query', { namespace: 'org', query: 'bulk fact 123 about topic 12', mode: 'semantic', limit: 1 })).memories[0].id).toBe(ids[123]);
+      expectError(await re.root.get(`/memory/admin/re-embed/${UNKNOWN}`), 404, 'MEMORY_NOT_FOUND');
+    } finally {
+      await re.server.close();
     }
   });
 

@@ -1,6 +1,6 @@
 /**
  * Shares over real HTTP on both backends: an admin grants read of a namespace to an identity, a role or a
- * ring, with an optional expiry; grantees read (get, list, query, recall, graph) but never write; deleting
+ * ring (whose members then read a namespace they could not), with an optional expiry; grantees read (get, list, query, recall, graph) but never write; deleting
  * or expiry ends it; admin-only routes and MEMORY_SHARE_NOT_FOUND.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +62,34 @@ describe.each(BACKENDS)('memory shares on %s', (backend) => {
     await waitFor('share expiry', () => canRead(dan), (ok) => !ok, 5000, 100);
     const ring = expectOk(await root.client.post('/memory/admin/share', { namespace: 'ring:core', grantee_type: 'ring', grantee: 'core' }), 201);
     expect(ring.grantee_type).toBe('ring');
+  });
+
+  it("a share to a ring lets its members read a namespace they could not, others not; deleting it ends that", async () => {
+    // role:auditor is dan's (its filler); alice (ring Core) and bob (no ring) cannot read it
+    const audit = expectOk(await dan.client.post('/memory/store', { namespace: 'role:auditor', content: 'the ledger audit found a rounding drift', entity: 'ledger-audit' }), 201);
+    const reads = async (m: Member) => {
+      const get = await m.client.get(`/memory/${audit.id}`);
+      const list = await m.client.get('/memory/list?namespace=role:auditor');
+      const query = await m.client.post('/memory/query', { namespace: 'role:auditor', query: 'ledger audit rounding drift' });
+      const recall = expectOk(await m.client.get('/memory/recall/ledger-audit')).memories.map((x: any) => x.id);
+      return { get: get.status, list: list.status === 200 ? list.body.data.memories.map((x: any) => x.id) : list.body.error.code, query: query.status === 200 ? query.body.data.memories.map((x: any) => x.id) : query.body.error.code, recall };
+    };
+    const denied = { get: 404, list: 'MEMORY_NAMESPACE_DENIED', query: 'MEMORY_NAMESPACE_DENIED', recall: [] };
+    const granted = { get: 200, list: [audit.id], query: [audit.id], recall: [audit.id] };
+    expect(await reads(alice)).toEqual(denied);
+    expect(await reads(bob)).toEqual(denied);
+
+    const share = expectOk(await root.client.post('/memory/admin/share', { namespace: 'role:Auditor', grantee_type: 'ring', grantee: 'Core' }), 201);
+    expect(share).toMatchObject({ namespace: 'role:auditor', grantee_type: 'ring', grantee: 'core' });
+    expect(await reads(alice)).toEqual(granted);
+    expect(await reads(bob)).toEqual(denied);
+    expect(await reads(dan)).toEqual(granted);
+    // read, never write
+    expectError(await alice.client.post('/memory/store', { namespace: 'role:auditor', content: 'ring member writes' }), 403, 'MEMORY_NAMESPACE_DENIED');
+
+    expectOk(await root.client.del(`/memory/admin/share/${share.id}`));
+    expect(await reads(alice)).toEqual(denied);
+    expect(await reads(dan)).toEqual(granted);
   });
 
   it('shares are admin-only and validated', async () => {

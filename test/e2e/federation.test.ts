@@ -3,15 +3,19 @@
  * redis-server), talking over real HTTP with proofs: trust set up both ways through the routes; a task A
  * emits to B's role arrives, is pushed to B's agent over SSE, claimed and acked there, and A sees it claimed
  * and completed with the federation events; a claim race between an agent of A and agents of B has exactly
- * one winner; cancel both ways; and a delivery retried across a restart of B.
+ * one winner and B's copy agrees with it; hand-crafted calls to B with the real trust's secret for every
+ * proof failure (replay, tampered body, wrong secret, skewed clock, scope, second hop, expired trust);
+ * cancel both ways; and a delivery retried across a restart of B.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { SseStream } from '../helpers/push.js';
 import { freePort, startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
 import { spawnServer, type ChildServer } from '../helpers/server.js';
-import { emitOk, expectOk, waitFor } from '../api/support.js';
+import { signedPost } from '../helpers/federation.js';
+import { emitOk, expectError, expectOk, waitFor } from '../api/support.js';
 import { rm } from 'node:fs/promises';
+import { ulid } from 'ulid';
 
 const until = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 30_000) => waitFor(what, probe, (v) => !!v, timeoutMs, 50);
 const COMMON = { ALLOW_PRIVATE_NETWORK: 'true', FEDERATION_BACKOFF_BASE_MS: '200', FEDERATION_TIMEOUT_MS: '3000', TASK_LEASE_MS: '60000' };
@@ -35,6 +39,7 @@ describe('federation between two service processes (A embedded, B on Redis)', ()
   let bob: Member;
   let carol: Member;
   let peerId: string;
+  let secret: string;
   let rootBClient: () => Client;
 
   beforeAll(async () => {
@@ -60,6 +65,7 @@ describe('federation between two service processes (A embedded, B on Redis)', ()
   it('trust is established both ways through the routes', async () => {
     const t = expectOk(await rootA.client.post('/federation/trust', { name: 'org-b', endpoint: b!.url, allowed_scopes: ['task'], expires_in: 3600 }), 201);
     peerId = t.peer_id;
+    secret = t.shared_secret;
     expectOk(await rootB.client.post('/federation/trust', { peer_id: t.peer_id, shared_secret: t.shared_secret, name: 'org-a', endpoint: a.url, allowed_scopes: ['task'], expires_at: t.expires_at }), 201);
     for (const c of [rootA.client, rootB.client]) {
       const list = expectOk(await c.get('/federation/trust'));
@@ -90,7 +96,7 @@ describe('federation between two service processes (A embedded, B on Redis)', ()
     }
   });
 
-  it('a claim race between an agent of A and agents of B has exactly one winner', async () => {
+  it("a claim race between an agent of A and agents of B has exactly one winner, and B's copy agrees", async () => {
     for (let round = 0; round < 3; round++) {
       const s = await emitOk(rootA, { signal_type: 'task', content: `race ${round}`, to_peer: peerId, to_role: 'ops' });
       const copy = await until('the copy on B', () => copyOf(rootB.client, s.id));
@@ -103,9 +109,51 @@ describe('federation between two service processes (A embedded, B on Redis)', ()
       expect(winners.length, JSON.stringify(results.map((r) => r.body))).toBe(1);
       for (const r of results.filter((x) => x.status !== 200)) expect(r.body.error.code).toBe('SIGNAL_CLAIM_CONFLICT');
       const origin = await signalOf(rootA.client, s.id);
-      const winner = [alice.id, `peer:${peerId}:${bob.id}`, `peer:${peerId}:${carol.id}`][results.indexOf(winners[0])];
+      const w = results.indexOf(winners[0]);
+      const winner = [alice.id, `peer:${peerId}:${bob.id}`, `peer:${peerId}:${carol.id}`][w];
       expect(origin).toMatchObject({ delivery_state: 'leased', claimed_by: winner });
+      // B's copy agrees: leased by B's winner, or, when A's agent won, leased by nobody (a refused forward leaves it as it was)
+      const mirror = await signalOf(rootB.client, copy.id);
+      if (w === 0) {
+        expect(mirror.claimed_by).toBeNull();
+        expect(mirror.delivery_state).not.toBe('leased');
+      } else expect(mirror).toMatchObject({ delivery_state: 'leased', claimed_by: [bob.id, carol.id][w - 1] });
     }
+  });
+
+  it("hand-crafted calls to B signed with the real trust's secret: every proof failure has its code", async () => {
+    const as = { peerId, secret };
+    const deliver = (signal: Record<string, unknown> = {}, hops = 0) => ({ signal: { id: ulid(), signal_type: 'task', content: 'hand made', to_role: 'ops', ...signal }, hops });
+    const post = (body: unknown, o: Partial<Parameters<typeof signedPost>[3]> = {}) => signedPost(b!.url, '/federation/deliver', body, { ...as, ...o });
+
+    // a well-signed call passes; the same proof sent again is a replay
+    const once = deliver();
+    const first = await post(once);
+    expect(expectOk(first)).toMatchObject({ source_org: peerId, federation: { peer_id: peerId, remote_id: once.signal.id, direction: 'inbound' } });
+    expectError(await post(once, { proof: first.proof }), 403, 'FED_REPLAY_DETECTED');
+    // a body changed after signing, a wrong secret, a clock off by six minutes either way
+    const body = deliver();
+    expectError(await post(body, { send: JSON.stringify({ ...body, signal: { ...body.signal, content: 'tampered' } }) }), 401, 'FED_PROOF_FAILED');
+    expectError(await post(body, { secret: secret.replace(/^./, (c) => (c === 'a' ? 'b' : 'a')) }), 401, 'FED_PROOF_FAILED');
+    for (const off of [-6 * 60_000, 6 * 60_000]) {
+      const skewed = await post(body, { ts: Date.now() + off });
+      expectError(skewed, 401, 'FED_PROOF_INVALID', 'ts');
+      expect(skewed.body.error.details.reason).toBe('skew');
+    }
+    // well-signed, refused by the rules: a type outside allowed_scopes, a second hop
+    expectError(await post(deliver({ signal_type: 'alert' })), 403, 'FED_SCOPE_DENIED');
+    expectError(await post(deliver({}, 1)), 400, 'FED_HOP_LIMIT');
+    expectError(await post(deliver({ source_org: 'org-c' })), 400, 'FED_HOP_LIMIT');
+    // none of them stored anything at B
+    const copies = (expectOk(await rootB.client.get('/signals/list?limit=100')).signals as any[]).filter((x) => x.content === 'hand made' || x.content === 'tampered');
+    expect(copies.map((x) => x.id)).toEqual([first.body.data.id]);
+
+    // an expired trust: A issues one for 2 s (another endpoint name for the same B), B records it, both let it run out
+    const short = expectOk(await rootA.client.post('/federation/trust', { name: 'org-b-short', endpoint: `http://localhost:${b!.port}`, allowed_scopes: ['task'], expires_in: 2 }), 201);
+    expectOk(await rootB.client.post('/federation/trust', { ...short, name: 'org-a-short', endpoint: `http://localhost:${a.port}`, allowed_scopes: ['task'] }), 201);
+    const shortAs = { peerId: short.peer_id, secret: short.shared_secret };
+    await waitFor("B's trust timer", async () => expectOk(await rootB.client.get(`/org/company/peers/${short.peer_id}`)), (p) => p.trust_expired === true, 30_000, 100);
+    expectError(await signedPost(b!.url, '/federation/deliver', deliver(), shortAs), 403, 'FED_TRUST_EXPIRED');
   });
 
   it('cancel works both ways: A withdraws its task, B declines one', async () => {
