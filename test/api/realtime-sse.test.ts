@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, pool, Relay, SseStream, waitFor } from '../helpers/push.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError } from './support.js';
 
 /** SSE ids are the journal cursors: decimal strings, increasing along the stream. */
@@ -29,7 +29,7 @@ async function fetchJson(url: string, headers: Record<string, string> = {}): Pro
   return { status: r.status, body: JSON.parse(text), type };
 }
 
-describe.each(BACKENDS)('SSE stream on %s', (backend) => {
+describe.each(CORE_BACKENDS)('SSE stream on %s', (backend) => {
   const servers = serversOn(backend);
   let streams: SseStream[] = [];
   let svc: Service;

@@ -11,7 +11,7 @@ import type { Service } from '../../src/app.js';
 import type { Started } from '../helpers/server.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { MAX_PENDING_OPS } from '../../src/realtime/ws.js';
 import { REACH_MAX, ReachCache } from '../../src/realtime/audience.js';
 import { DELIVERED_MAX, Deliverer } from '../../src/realtime/deliverer.js';
@@ -31,7 +31,7 @@ function expectErrorFrame(f: Frame, code: string, id: unknown, field?: string): 
   if (field !== undefined) expect(e.details?.field).toBe(field);
 }
 
-describe.each(BACKENDS)('WebSocket push on %s', (backend) => {
+describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
   const servers = serversOn(backend);
   let sockets: PushSocket[] = [];
 

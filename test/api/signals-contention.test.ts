@@ -4,12 +4,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { bootstrap, join } from '../helpers/client.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectOk } from './support.js';
 
 const REPLIES = 200;
 
-describe.each(BACKENDS)('thread contention on %s', (backend) => {
+describe.each(CORE_BACKENDS)('thread contention on %s', (backend) => {
   const servers = serversOn(backend);
 
   it(`${REPLIES} concurrent replies to one thread all succeed with distinct, gapless sequences`, async () => {

@@ -8,12 +8,12 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import type { Res } from '../helpers/client.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, findSignal } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
-describe.each(BACKENDS)('inbox on %s', (backend) => {
+describe.each(CORE_BACKENDS)('inbox on %s', (backend) => {
   const servers = serversOn(backend);
   let svc: Service;
   let root: Member;

@@ -6,13 +6,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, listAll } from './support.js';
 import { upload } from '../helpers/blobs.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 
-describe.each(BACKENDS)('signal routing on %s', (backend) => {
+describe.each(CORE_BACKENDS)('signal routing on %s', (backend) => {
   const servers = serversOn(backend);
 
   describe('one organization', () => {

@@ -10,9 +10,12 @@ import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startRedis, tempDir, type RedisOptions } from './redis.js';
+import { startRedisCluster } from './redis-cluster.js';
 
-export type Backend = 'embedded' | 'redis';
+export type Backend = 'embedded' | 'redis' | 'cluster';
 export const BACKENDS: Backend[] = ['embedded', 'redis'];
+/** the backends the core scenarios (skeleton, routing, inbox, push) also run on: a 3+3 Redis Cluster too */
+export const CORE_BACKENDS: Backend[] = [...BACKENDS, 'cluster'];
 
 export interface BackendEnv {
   backend: Backend;
@@ -36,6 +39,14 @@ export async function backendEnv(backend: Backend, redisOptions?: RedisOptions):
       stop: async () => {
         await Promise.all(dirs.splice(0).map((d) => rm(d, { recursive: true, force: true })));
       },
+    };
+  }
+  if (backend === 'cluster') {
+    const cluster = await startRedisCluster();
+    return {
+      backend,
+      env: async (extra = {}) => ({ REDIS_CLUSTER_NODES: cluster.seeds, REDIS_PREFIX: 't' + randomBytes(6).toString('hex'), ...extra }),
+      stop: () => cluster.stop(),
     };
   }
   const redis = await startRedis(redisOptions);
