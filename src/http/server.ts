@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { AppError, clientError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { withRequest, type RequestScope } from '../context.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -198,9 +198,9 @@ export class FrontEnd<P> {
   }
 
   fail(x: Exchange, rid: string, e: unknown): void {
-    const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
-    if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
+    const err = clientError(e);
+    if (err.hidden) this.opts.log.error({ err: e, request_id: rid, ...(isAppError(e) ? { code: e.code, details: e.details } : {}) }, 'unhandled error');
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(e, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {

@@ -22,7 +22,7 @@ import {
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import { randomUUID } from 'node:crypto';
-import { isAppError } from '../errors.js';
+import { clientError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
@@ -177,7 +177,7 @@ export class Mcp {
     try {
       return await found.read(p);
     } catch (e) {
-      if (!isAppError(e)) this.log.error({ err: e }, 'mcp resource read failed');
+      if (clientError(e).hidden) this.log.error({ err: e }, 'mcp resource read failed');
       const error = errorOf(e);
       throw new McpError(error.code.endsWith('_NOT_FOUND') ? RESOURCE_NOT_FOUND : DOMAIN_ERROR, error.message, error);
     }
@@ -188,7 +188,7 @@ export class Mcp {
       const result = await invoke(resolve(this.table, method, args)!, p);
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
-      if (!isAppError(e)) this.log.error({ err: e, method }, 'mcp tool failed');
+      if (clientError(e).hidden) this.log.error({ err: e, method }, 'mcp tool failed');
       const error = errorOf(e);
       return { isError: true, content: [{ type: 'text', text: `${error.code}: ${error.message}` }], structuredContent: { error } };
     }

@@ -4,7 +4,7 @@
  * carry the REST envelopes and codes.
  */
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
-import { AppError, errorBody, isAppError } from '../errors.js';
+import { AppError, clientError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
 import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
@@ -134,9 +134,8 @@ class Connection implements Subscriber {
   }
 
   error(id: unknown, e: unknown): void {
-    const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
-    if (!isAppError(e)) this.rt.log.error({ err: e }, 'websocket op failed');
-    this.frame({ type: 'error', id: id ?? null, error: errorBody(err, requestId(), this.rt.docsBase).error });
+    if (clientError(e).hidden) this.rt.log.error({ err: e }, 'websocket op failed');
+    this.frame({ type: 'error', id: id ?? null, error: errorBody(e, requestId(), this.rt.docsBase).error });
   }
 
   fatal(code: number, e: AppError): void {
@@ -273,9 +272,10 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt }, secKey, secProtocol, secExtensions, context));
         } catch (e) {
           if (aborted) return;
-          const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
+          const err = clientError(e);
+          if (err.hidden) rt.log.error({ err: e, request_id: rid }, 'websocket upgrade failed');
           res.cork(() => {
-            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(err, rid, rt.docsBase)));
+            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
           });
         }
       })();
