@@ -110,12 +110,14 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
+  // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
+  const idempotency = new Idempotency(store, config.idempotencyTtlMs);
   const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace), {
     outboundPeer: (peerId, type) => federationOut.outboundPeer(peerId, type),
     deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),
     deliverBody: (c) => FederationOut.deliverBody(c),
     forwardClaim: (c, agent, leaseMs) => federationOut.forwardClaim(c, agent, leaseMs),
-  });
+  }, idempotency);
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
   const presence = new Presence(store);
@@ -135,8 +137,6 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const trust = new Trust(peers);
   const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs);
-  // one idempotency store: the Idempotency-Key header and a reservation's idempotency_key
-  const idempotency = new Idempotency(store, config.idempotencyTtlMs);
   const services = {
     config,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),

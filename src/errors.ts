@@ -154,9 +154,38 @@ export class AppError extends Error {
 
 export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
 
-/** `docsBase` is `${BASE_URL}/docs/errors/`: the service serves a page for every code. */
-export function errorBody(e: AppError, requestId: string, docsBase: string) {
+/** Codes whose own message and details describe the service's insides (a collision, a missing blob, a cycle). */
+const INTERNAL = new Set<ErrorCode>(['INTERNAL_SERVER_ERROR', 'INTERNAL_HTTP_ERROR', 'RPC_INTERNAL_ERROR', 'DB_SCHEMA_APPLY_FAILED']);
+
+/** A failure as a client may see it, on every surface. */
+export interface ClientError {
+  status: number;
+  code: ErrorCode;
+  message: string;
+  details: Record<string, unknown> | null;
+  headers?: Record<string, string>;
+  /** the client sees less than the error holds (or it was not an AppError at all): log the error itself */
+  hidden: boolean;
+}
+
+/**
+ * The one rule for what leaves the service: a thrown non-AppError is INTERNAL_SERVER_ERROR; any 5xx answers
+ * its catalogue message only (its own message may carry a driver's text, a host, a path or a hash), and an
+ * internal code (`INTERNAL`) answers no details either. 4xx messages and details are written for clients.
+ */
+export function clientError(e: unknown): ClientError {
+  if (!isAppError(e)) return { status: 500, code: 'INTERNAL_SERVER_ERROR', message: catalogue.INTERNAL_SERVER_ERROR[1], details: null, hidden: true };
+  const base = { status: e.status, code: e.code, headers: e.headers };
+  if (e.status < 500) return { ...base, message: e.message, details: e.details, hidden: false };
+  const message = catalogue[e.code][1];
+  const details = INTERNAL.has(e.code) ? null : e.details;
+  return { ...base, message, details, hidden: message !== e.message || details !== e.details };
+}
+
+/** `docsBase` is `${BASE_URL}/docs/errors/`: the service serves a page for every code. Takes anything thrown (`clientError`). */
+export function errorBody(e: unknown, requestId: string, docsBase: string) {
+  const c = clientError(e);
   return {
-    error: { code: e.code, message: e.message, request_id: requestId, details: e.details, docs_url: docsBase + e.code },
+    error: { code: c.code, message: c.message, request_id: requestId, details: c.details, docs_url: docsBase + c.code },
   };
 }

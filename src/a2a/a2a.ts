@@ -8,7 +8,7 @@ import { AGENT_CARD_PATH, formatSSEEvent, TaskState, type AgentCard, type Messag
 import { RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, type A2AError } from '@a2a-js/sdk/errors';
 import { AgentEvent, DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext, type AgentExecutor, type ExecutionEventBus, type RequestContext, type TaskStore, type User } from '@a2a-js/sdk/server';
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
-import { AppError, isAppError, type ErrorCode } from '../errors.js';
+import { AppError, clientError, isAppError, type ErrorCode } from '../errors.js';
 import type { Links } from '../http/links.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
@@ -74,7 +74,7 @@ class SignalTaskStore implements TaskStore {
   constructor(private signals: Signals) {}
 
   async load(taskId: string, ctx: ServerCallContext): Promise<Task | undefined> {
-    const s = await this.read(taskId, principalOf(ctx));
+    const s = await noted(ctx, this.read(taskId, principalOf(ctx)));
     return s && toTask(s);
   }
 
@@ -96,7 +96,7 @@ class SignalTaskStore implements TaskStore {
   async list(params: { pageSize?: number; pageToken: string; status?: TaskState }, ctx: ServerCallContext) {
     const p = principalOf(ctx);
     const size = params.pageSize ?? DEFAULT_LIMIT;
-    const res = await this.signals.list(p, { from_identity: p.identity.id }, decodeCursor(params.pageToken || undefined), size);
+    const res = await noted(ctx, this.signals.list(p, { from_identity: p.identity.id }, decodeCursor(params.pageToken || undefined), size));
     const tasks = res.items.map(toTask).filter((t) => !params.status || t.status?.state === params.status);
     return { tasks, nextPageToken: res.cursor === null ? '' : encodeCursor(res.cursor), pageSize: size, totalSize: tasks.length };
   }
@@ -111,7 +111,7 @@ class SignalExecutor implements AgentExecutor {
 
   async execute(rc: RequestContext, bus: ExecutionEventBus): Promise<void> {
     const p = principalOf(rc.context);
-    const first = await this.store.read(rc.taskId, p);
+    const first = await noted(rc.context, this.store.read(rc.taskId, p));
     if (!first) throw new TaskNotFoundError({ message: `Task not found: ${rc.taskId}` });
     bus.publish(AgentEvent.task(toTask(first)));
     if (rc.context.state.get(STREAM) !== true || TERMINAL.has(a2aState(first))) return;
@@ -156,6 +156,16 @@ function fail(ctx: ServerCallContext, e: AppError, as: A2AError): never {
   ctx.state.set(FAILURE, e);
   throw as;
 }
+
+/** Records a failure of ours on its way through the SDK, which would answer its message as it is. */
+function noted<T>(ctx: ServerCallContext, p: Promise<T>): Promise<T> {
+  return p.catch((e: unknown) => {
+    ctx.state.set(FAILURE, e);
+    throw e;
+  });
+}
+
+const SDK_INTERNAL_ERROR = -32603;
 
 class SignalRequestHandler extends DefaultRequestHandler {
   constructor(
@@ -313,11 +323,18 @@ export class A2A {
     return new Response(stream, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' } });
   }
 
-  /** The SDK's answer; a refusal of ours keeps its catalogue status and carries its code in error.data. */
+  /**
+   * The SDK's answer; a refusal of ours keeps its catalogue status and carries its code in error.data, as a
+   * client may see it (`clientError`). An internal error the SDK met without our record is
+   * INTERNAL_SERVER_ERROR: its message (anything thrown) is logged, never answered.
+   */
   private answer(out: Answer, ctx: ServerCallContext, rid: string): Response {
-    const e = ctx.state.get(FAILURE) as AppError | undefined;
-    if (!out.error || !e) return json(200, out);
-    return json(e.status, { ...out, error: { ...(out.error as object), message: e.message, data: { code: e.code, request_id: rid, details: e.details } } });
+    const recorded = ctx.state.has(FAILURE);
+    if (!out.error || (!recorded && (out.error as { code?: unknown }).code !== SDK_INTERNAL_ERROR)) return json(200, out);
+    const e: unknown = recorded ? ctx.state.get(FAILURE) : out.error;
+    const c = clientError(e);
+    if (c.hidden) this.d.log.error({ err: e, request_id: rid }, 'a2a call failed');
+    return json(c.status, { ...out, error: { ...(out.error as object), message: c.message, data: { code: c.code, request_id: rid, details: c.details } } });
   }
 }
 

@@ -29,5 +29,5 @@ export const adminRoutes = ({ apiKeys, invites }: Services): Route<Principal>[] 
   { method: 'get', path: '/admin/api-keys', auth: 'admin', handler: async () => ({ data: await apiKeys.list() }) },
   { method: 'post', path: '/admin/api-keys', auth: 'admin', idempotent: true, body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal, r.body) }) },
   { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.principal, r.params.id) }) },
-  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', handler: async (r) => ({ data: await apiKeys.rotate(r.principal, r.params.id) }) },
+  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', idempotent: true, handler: async (r) => ({ data: await apiKeys.rotate(r.principal, r.params.id) }) },
 ];

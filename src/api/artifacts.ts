@@ -30,6 +30,7 @@ export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
     path: '/artifacts/upload',
     auth: 'key',
     stream: true,
+    idempotent: true,
     handler: async (r) => {
       const u = await readUpload(r, invalid);
       const f = uploadFields(u.fields, invalid);

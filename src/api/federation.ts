@@ -16,6 +16,7 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     method: 'post',
     path: '/federation/trust',
     auth: 'admin',
+    idempotent: true,
     body: TrustBody,
     invalid: 'DISC_VALIDATION_FAILED',
     errors: ['DISC_PEER_DUPLICATE', 'DISC_PEER_INVALID_TRANSITION'],

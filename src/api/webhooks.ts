@@ -18,7 +18,7 @@ const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const invalid = 'WEBHOOK_VALIDATION_FAILED' as const;
 
 export const webhookRoutes = ({ webhooks }: Services): Route<Principal>[] => [
-  { method: 'post', path: '/admin/webhooks', auth: 'admin', body: WebhookCreate, invalid, handler: async (r) => ({ status: 201, data: await webhooks.create(r.principal.identity.id, r.body) }) },
+  { method: 'post', path: '/admin/webhooks', auth: 'admin', idempotent: true, body: WebhookCreate, invalid, handler: async (r) => ({ status: 201, data: await webhooks.create(r.principal.identity.id, r.body) }) },
   { method: 'get', path: '/admin/webhooks', auth: 'admin', handler: async () => ({ data: await webhooks.list() }) },
   { method: 'get', path: '/admin/webhooks/:id', auth: 'admin', handler: async (r) => ({ data: await webhooks.get(r.params.id) }) },
   { method: 'patch', path: '/admin/webhooks/:id', auth: 'admin', body: WebhookUpdate, invalid, handler: async (r) => ({ data: await webhooks.update(r.params.id, r.body) }) },
@@ -30,5 +30,5 @@ export const webhookRoutes = ({ webhooks }: Services): Route<Principal>[] => [
     query: ListQuery,
     handler: async (r) => pageReply('deliveries', await webhooks.deliveries(r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
-  { method: 'post', path: '/admin/webhooks/deliveries/:id/replay', auth: 'admin', handler: async (r) => ({ status: 202, data: await webhooks.replay(r.params.id) }) },
+  { method: 'post', path: '/admin/webhooks/deliveries/:id/replay', auth: 'admin', idempotent: true, handler: async (r) => ({ status: 202, data: await webhooks.replay(r.params.id) }) },
 ];

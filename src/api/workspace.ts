@@ -43,6 +43,7 @@ export const workspaceRoutes = ({ workspace }: Services): Route<Principal>[] => 
     path: '/workspace/files/upload',
     auth: 'key',
     stream: true,
+    idempotent: true,
     handler: async (r) => {
       const u = await readUpload(r, invalid);
       const f = uploadFields(u.fields, invalid);

@@ -29,7 +29,7 @@ export const workstreamRoutes = ({ workstreams }: Services): Route<Principal>[] 
   { method: 'get', path: '/workstreams/:id', auth: 'key', handler: async (r) => ({ data: await workstreams.get(r.principal, r.params.id) }) },
   { method: 'patch', path: '/workstreams/:id', auth: 'key', body: PatchBody, invalid, handler: async (r) => ({ data: await workstreams.update(r.principal, r.params.id, r.body) }) },
   { method: 'get', path: '/workstreams/:id/context', auth: 'key', handler: async (r) => ({ data: await workstreams.context(r.principal, r.params.id) }) },
-  { method: 'post', path: '/workstreams/:id/links', auth: 'key', body: LinkBody, invalid, handler: async (r) => ({ status: 201, data: await workstreams.link(r.principal, r.params.id, r.body.kind, r.body.id) }) },
+  { method: 'post', path: '/workstreams/:id/links', auth: 'key', idempotent: true, body: LinkBody, invalid, handler: async (r) => ({ status: 201, data: await workstreams.link(r.principal, r.params.id, r.body.kind, r.body.id) }) },
   // DELETE carries no body on this front end: the link is named in the query
   { method: 'del', path: '/workstreams/:id/links', auth: 'key', query: LinkBody, handler: async (r) => ({ data: await workstreams.unlink(r.principal, r.params.id, r.query.kind, r.query.id) }) },
 ];

@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { TemplatedApp } from 'uWebSockets.js';
-import { AppError, errorBody, isAppError, type ErrorCode } from '../errors.js';
+import { AppError, clientError, errorBody, isAppError, type ErrorCode } from '../errors.js';
 import { withRequest, type RequestScope } from '../context.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
@@ -172,7 +172,7 @@ export class FrontEnd<P> {
       if (x.aborted) return;
       const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, peer, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;
-      const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, `${r.method} ${r.path} ${JSON.stringify(params)} ${JSON.stringify(body ?? null)}`, exec) : await exec();
+      const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, fingerprint(r, params, body, rawQuery, headers), exec) : await exec();
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
       const extra = { ...out.headers, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };
@@ -198,9 +198,9 @@ export class FrontEnd<P> {
   }
 
   fail(x: Exchange, rid: string, e: unknown): void {
-    const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
-    if (!isAppError(e)) this.opts.log.error({ err: e, request_id: rid }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(err, rid, this.opts.links.docsBase)));
+    const err = clientError(e);
+    if (err.hidden) this.opts.log.error({ err: e, request_id: rid, ...(isAppError(e) ? { code: e.code, details: e.details } : {}) }, 'unhandled error');
+    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(e, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {
@@ -223,6 +223,20 @@ export class FrontEnd<P> {
 function contentLength(headers: Record<string, string>): number | undefined {
   const n = Number(headers['content-length']);
   return headers['content-length'] !== undefined && Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * What identifies an idempotent request besides its key: route, path parameters and the parsed body. A
+ * streamed upload's body cannot be part of it (it is read once, by the handler, and a replay does not read
+ * it): its query (the raw upload's name and fields), its Content-Type without the multipart boundary (a
+ * client draws a new one per attempt) and its declared Content-Length stand for it (docs/decisions.md).
+ */
+function fingerprint<P>(r: Route<P>, params: Record<string, string>, body: unknown, query: Record<string, string>, headers: Record<string, string>): string {
+  const base = `${r.method} ${r.path} ${JSON.stringify(params)}`;
+  if (!r.stream) return `${base} ${JSON.stringify(body ?? null)}`;
+  const sorted = Object.fromEntries(Object.entries(query).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const type = (headers['content-type'] ?? '').replace(/;\s*boundary=("[^"]*"|[^;]*)/i, '').trim().toLowerCase();
+  return `${base} stream ${JSON.stringify(sorted)} ${type} ${headers['content-length'] ?? '-'}`;
 }
 
 function decodePathParam(name: string, raw: string): string {

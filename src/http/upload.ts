@@ -3,7 +3,7 @@
  * streams by busboy; fields must come before the file part, as browsers and curl send them) or a raw body
  * (fields from the query string, type from Content-Type).
  */
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import busboy from 'busboy';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Request } from './server.js';
@@ -33,17 +33,28 @@ export function readUpload(req: Request, invalid: ErrorCode): Promise<Upload> {
     }
     const fields: Record<string, string> = { ...req.query };
     let file: Readable | undefined;
+    // the body's own failure (over the upload cap, client gone) wins over what the parser makes of it
+    const failure = (e: unknown) => (body.errored instanceof AppError ? body.errored : e instanceof AppError ? e : new AppError(invalid, `Malformed multipart body: ${(e as Error).message}`, { field: 'body' }));
     bb.on('field', (name, value) => {
       if (!file) fields[name] = value;
     });
     bb.on('file', (name, stream, info) => {
+      // busboy fails every file stream of a truncated body: one nobody reads needs a listener too, or the
+      // failure is an uncaught 'error' event that ends the process
+      stream.on('error', () => {});
       if (file || name !== 'file') return void stream.resume();
-      file = stream;
-      resolve({ fields, file: stream, filename: info.filename, content_type: info.mimeType || OCTETS });
+      // busboy fails its file stream itself (a truncated body), possibly before the handler reads it: the
+      // handler gets a stream of ours that fails with the catalogue error and is never left without a listener
+      const out = new PassThrough();
+      out.on('error', () => {});
+      stream.on('error', (e) => out.destroy(failure(e)));
+      stream.pipe(out);
+      file = out;
+      resolve({ fields, file: out, filename: info.filename, content_type: info.mimeType || OCTETS });
     });
     bb.on('error', (e) => {
-      const err = e instanceof AppError ? e : new AppError(invalid, `Malformed multipart body: ${(e as Error).message}`, { field: 'body' });
-      file?.destroy(err);
+      const err = failure(e);
+      if (file && !file.destroyed) file.destroy(err);
       reject(err);
     });
     bb.on('close', () => reject(new AppError(invalid, 'The multipart body has no part named file', { field: 'file' })));

@@ -11,6 +11,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import {
   CallToolRequestSchema,
+  ClientRequestSchema,
   ErrorCode,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
@@ -22,7 +23,7 @@ import {
   type CallToolResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import { randomUUID } from 'node:crypto';
-import { isAppError } from '../errors.js';
+import { catalogue, clientError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
@@ -64,6 +65,21 @@ export interface JournalWatch {
 const RESOURCE_NOT_FOUND = -32002;
 /** a refusal of a read: its catalogue code in data.code, as /rpc's domain errors */
 const DOMAIN_ERROR = -32000;
+
+/**
+ * Every client request's schema by method. A request whose params fail it is answered -32602 here: the SDK
+ * would answer -32603 (internal error) with the validator's own text.
+ */
+const REQUESTS = new Map<string, (typeof ClientRequestSchema.options)[number]>(ClientRequestSchema.options.map((o) => [o.shape.method.value, o]));
+
+/** -32602 for a request whose params its schema refuses; undefined for anything else (the SDK answers it). */
+function invalidParams(m: unknown): Record<string, unknown> | undefined {
+  if (!isObject(m) || typeof m.method !== 'string' || !('id' in m) || !REQUESTS.has(m.method)) return undefined;
+  const checked = REQUESTS.get(m.method)!.safeParse({ method: m.method, ...(m.params === undefined ? {} : { params: m.params }) });
+  if (checked.success) return undefined;
+  const field = checked.error.issues[0]?.path.map(String).join('.') || 'params';
+  return { jsonrpc: '2.0', id: m.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${field}`, data: { code: 'RPC_INVALID_PARAMS', message: catalogue.RPC_INVALID_PARAMS[1], details: { field } } } };
+}
 
 /** URIs one session may watch at once */
 export const MAX_SUBSCRIPTIONS = 100;
@@ -177,7 +193,7 @@ export class Mcp {
     try {
       return await found.read(p);
     } catch (e) {
-      if (!isAppError(e)) this.log.error({ err: e }, 'mcp resource read failed');
+      if (clientError(e).hidden) this.log.error({ err: e }, 'mcp resource read failed');
       const error = errorOf(e);
       throw new McpError(error.code.endsWith('_NOT_FOUND') ? RESOURCE_NOT_FOUND : DOMAIN_ERROR, error.message, error);
     }
@@ -188,7 +204,7 @@ export class Mcp {
       const result = await invoke(resolve(this.table, method, args)!, p);
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
-      if (!isAppError(e)) this.log.error({ err: e, method }, 'mcp tool failed');
+      if (clientError(e).hidden) this.log.error({ err: e, method }, 'mcp tool failed');
       const error = errorOf(e);
       return { isError: true, content: [{ type: 'text', text: `${error.code}: ${error.message}` }], structuredContent: { error } };
     }
@@ -207,8 +223,10 @@ export class Mcp {
     }
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
+    if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
+    const invalid = invalidParams(body);
+    if (invalid) return new Response(JSON.stringify(invalid), { status: 200, headers: { 'content-type': 'application/json' } });
     if (!session) {
-      if (!isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
       session = await this.open(r.principal.identity.id);
     } else {
       // least recently used last
@@ -222,7 +240,35 @@ export class Mcp {
       body: verb === 'POST' ? new Uint8Array(r.raw!) : undefined,
       signal: r.signal,
     });
-    return session.transport.handleRequest(req, { parsedBody: body, authInfo: { token: '', clientId: r.principal.identity.id, scopes: [], extra: { principal: r.principal } } });
+    const res = await session.transport.handleRequest(req, { parsedBody: body, authInfo: { token: '', clientId: r.principal.identity.id, scopes: [], extra: { principal: r.principal } } });
+    return this.withoutInternals(res, r.requestId);
+  }
+
+  /**
+   * An internal error the SDK answered itself (-32603, its message whatever was thrown) says only the
+   * catalogue's words (`clientError`); the text goes to the log. JSON answers only: streams pass as they are.
+   */
+  private async withoutInternals(res: Response, rid: string): Promise<Response> {
+    if (!res.headers.get('content-type')?.includes('application/json')) return res;
+    const text = await res.text();
+    const headers = new Headers(res.headers);
+    headers.delete('content-length');
+    let out: unknown;
+    try {
+      out = JSON.parse(text);
+    } catch {
+      return new Response(text, { status: res.status, headers });
+    }
+    let changed = false;
+    const clean = (m: unknown) => {
+      if (!isObject(m) || !isObject(m.error) || m.error.code !== ErrorCode.InternalError) return m;
+      changed = true;
+      this.log.error({ mcp_error: m.error, request_id: rid }, 'mcp internal error');
+      const c = clientError(undefined);
+      return { ...m, error: { code: ErrorCode.InternalError, message: c.message, data: { code: c.code, message: c.message, details: null } } };
+    };
+    const cleaned = Array.isArray(out) ? out.map(clean) : clean(out);
+    return new Response(changed ? JSON.stringify(cleaned) : text, { status: res.status, headers });
   }
 
   private async open(owner: string): Promise<Session> {

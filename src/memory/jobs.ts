@@ -11,7 +11,7 @@ import { text } from 'node:stream/consumers';
 import type { JobContext, JobKind } from '../../actors/memory-job.js';
 import type { Artifacts } from '../artifacts/service.js';
 import { iso, now } from '../clock.js';
-import { AppError, isAppError } from '../errors.js';
+import { AppError, clientError, isAppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
@@ -26,6 +26,11 @@ const LEASE_MS = 15_000;
 const POLL_MS = 1000;
 const BATCH = 100;
 
+/** A job's failure as its owner reads it: the catalogue view (`clientError`), never an internal message. */
+const failure = (e: unknown) => {
+  const c = clientError(e);
+  return `${c.code}: ${c.message}`;
+};
 const chunkKey = (jobId: string, step: number) => `memory-export:${jobId}:${step}`;
 
 const Str = Type.String({ minLength: 1 });
@@ -166,7 +171,7 @@ export class Jobs {
         step = await this.step(r.context);
       } catch (e) {
         this.log.warn({ err: e, job: id }, 'memory job failed');
-        await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: isAppError(e) ? `${e.code}: ${e.message}` : String((e as Error).message) }, { quiet: true });
+        await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: failure(e) }, { quiet: true });
         return;
       }
       if (step.done) {
@@ -176,7 +181,7 @@ export class Jobs {
           if (c.kind === 'export') result = { ...c.counts, lines: c.counts.exported ?? 0, artifact_id: await this.exportArtifact(c) };
         } catch (e) {
           this.log.warn({ err: e, job: id }, 'memory export upload failed');
-          await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: isAppError(e) ? `${e.code}: ${e.message}` : String((e as Error).message) }, { quiet: true });
+          await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: failure(e) }, { quiet: true });
           return;
         }
         await this.rt.send(MEMORY_JOB, id, { type: 'COMPLETE', result }, { quiet: true });
@@ -234,7 +239,7 @@ export class Jobs {
       } catch (e) {
         if (!isAppError(e) || e.code === 'EMBEDDING_PROVIDER_ERROR') throw e;
         counts.failed++;
-        errors.push({ line: i + 1, error: `${e.code}: ${e.message}` });
+        errors.push({ line: i + 1, error: failure(e) });
       }
     }
     return { done: false, cursor: String(end), processed, counts, errors };

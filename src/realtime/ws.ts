@@ -4,7 +4,7 @@
  * carry the REST envelopes and codes.
  */
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
-import { AppError, errorBody, isAppError } from '../errors.js';
+import { AppError, clientError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
 import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
@@ -26,8 +26,15 @@ interface SocketData {
   conn?: Connection;
 }
 
-/** the largest frame a client may send */
-const MAX_PAYLOAD = 1024 * 1024;
+/** the largest frame a client may send; a larger one is refused with a PAYLOAD_TOO_LARGE error frame (docs/realtime.md) */
+export const MAX_PAYLOAD = 1024 * 1024;
+/** what uWS accepts at all: a frame over this is not read, the connection is dropped (the client sees 1006) */
+export const MAX_FRAME = 2 * MAX_PAYLOAD;
+
+/** The ops a client may send (docs/realtime.md); `Connection.ops` has one handler for each. */
+export const WS_OPS = ['emit', 'claim', 'ack', 'inbox.acknowledge', 'inbox.resolve', 'resume', 'subscribe'] as const;
+export type WsOp = (typeof WS_OPS)[number];
+const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
 export const MAX_PENDING_OPS = 64;
 /** uWS `send()` results */
@@ -134,9 +141,8 @@ class Connection implements Subscriber {
   }
 
   error(id: unknown, e: unknown): void {
-    const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
-    if (!isAppError(e)) this.rt.log.error({ err: e }, 'websocket op failed');
-    this.frame({ type: 'error', id: id ?? null, error: errorBody(err, requestId(), this.rt.docsBase).error });
+    if (clientError(e).hidden) this.rt.log.error({ err: e }, 'websocket op failed');
+    this.frame({ type: 'error', id: id ?? null, error: errorBody(e, requestId(), this.rt.docsBase).error });
   }
 
   fatal(code: number, e: AppError): void {
@@ -166,6 +172,11 @@ class Connection implements Subscriber {
     if (after === undefined) return void this.rt.hub.attach(this).catch((err) => this.fail(err));
     this.sentSeq = after;
     this.then(() => this.rt.hub.attach(this, after).catch((err) => this.fail(err)));
+  }
+
+  /** A frame over MAX_PAYLOAD: refused unparsed, in its turn among the ops; the socket stays open. */
+  oversized(size: number): void {
+    this.then(async () => this.error(null, new AppError('PAYLOAD_TOO_LARGE', `A frame may carry at most ${MAX_PAYLOAD} bytes`, { limit: MAX_PAYLOAD, size })));
   }
 
   received(raw: string): void {
@@ -199,43 +210,41 @@ class Connection implements Subscriber {
     }
   }
 
-  private async run(p: Principal, op: unknown, body: Record<string, unknown>): Promise<unknown> {
-    const { signals, inbox, hub } = this.rt;
-    switch (op) {
-      case 'emit':
-        return signals.emit(p, validate(EmitBody, body, 'SIGNAL_EMIT_VALIDATION_FAILED'));
-      case 'claim': {
-        const b = validate(ClaimBody, body);
-        return signals.claim(p, b.signal_id, b.lease_ms);
-      }
-      case 'ack': {
-        const b = validate(AckBody, body);
-        return signals.ack(p, b.signal_id, b.outcome);
-      }
-      case 'inbox.acknowledge':
-        return inbox.act(p, 'ACKNOWLEDGE', validate(ReceiptBody, body).signal_id);
-      case 'inbox.resolve':
-        return inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id);
-      case 'resume': {
-        const after = parseCursor(body.after);
-        await hub.assertResumable(after);
-        // from here on, a cut-off consumer resumes from what this replay got to
-        this.sentSeq = after;
-        await hub.resume(this, after);
-        return { resumed_from: String(after), cursor: String(this.lastSeq) };
-      }
-      case 'subscribe': {
-        const filters: Filters = { rings: strings(body.rings), types: strings(body.types) };
-        if ((body.rings !== undefined && !filters.rings) || (body.types !== undefined && !filters.types)) {
-          throw new AppError('VALIDATION_INVALID_TYPE', 'rings and types are arrays of strings', { field: body.rings !== undefined && !filters.rings ? 'rings' : 'types' });
-        }
-        this.audience.filters = filters;
-        return { rings: filters.rings ?? [], types: filters.types ?? [] };
-      }
-      default:
-        throw new AppError('RPC_METHOD_NOT_FOUND', `Unknown op ${JSON.stringify(op)}`, { field: 'op' });
-    }
+  private run(p: Principal, op: unknown, body: Record<string, unknown>): Promise<unknown> {
+    if (!isOp(op)) throw new AppError('RPC_METHOD_NOT_FOUND', `Unknown op ${JSON.stringify(op)}`, { field: 'op' });
+    return this.ops[op](p, body);
   }
+
+  /** One handler per op of WS_OPS (the type holds the two together). */
+  private readonly ops: Record<WsOp, (p: Principal, body: Record<string, unknown>) => Promise<unknown>> = {
+    emit: (p, body) => this.rt.signals.emit(p, validate(EmitBody, body, 'SIGNAL_EMIT_VALIDATION_FAILED')),
+    claim: (p, body) => {
+      const b = validate(ClaimBody, body);
+      return this.rt.signals.claim(p, b.signal_id, b.lease_ms);
+    },
+    ack: (p, body) => {
+      const b = validate(AckBody, body);
+      return this.rt.signals.ack(p, b.signal_id, b.outcome);
+    },
+    'inbox.acknowledge': (p, body) => this.rt.inbox.act(p, 'ACKNOWLEDGE', validate(ReceiptBody, body).signal_id),
+    'inbox.resolve': (p, body) => this.rt.inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id),
+    resume: async (_p, body) => {
+      const after = parseCursor(body.after);
+      await this.rt.hub.assertResumable(after);
+      // from here on, a cut-off consumer resumes from what this replay got to
+      this.sentSeq = after;
+      await this.rt.hub.resume(this, after);
+      return { resumed_from: String(after), cursor: String(this.lastSeq) };
+    },
+    subscribe: async (_p, body) => {
+      const filters: Filters = { rings: strings(body.rings), types: strings(body.types) };
+      if ((body.rings !== undefined && !filters.rings) || (body.types !== undefined && !filters.types)) {
+        throw new AppError('VALIDATION_INVALID_TYPE', 'rings and types are arrays of strings', { field: body.rings !== undefined && !filters.rings ? 'rings' : 'types' });
+      }
+      this.audience.filters = filters;
+      return { rings: filters.rings ?? [], types: filters.types ?? [] };
+    },
+  };
 
   closedByPeer(): void {
     this.closed = true;
@@ -248,7 +257,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
   app.ws<SocketData>('/ws', {
     idleTimeout: rt.config.wsIdleTimeoutS,
     sendPingsAutomatically: true,
-    maxPayloadLength: MAX_PAYLOAD,
+    maxPayloadLength: MAX_FRAME,
     maxBackpressure: limits(rt).uws,
     upgrade: (res, req, context) => {
       const header = req.getHeader('authorization');
@@ -273,9 +282,10 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt }, secKey, secProtocol, secExtensions, context));
         } catch (e) {
           if (aborted) return;
-          const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
+          const err = clientError(e);
+          if (err.hidden) rt.log.error({ err: e, request_id: rid }, 'websocket upgrade failed');
           res.cork(() => {
-            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(err, rid, rt.docsBase)));
+            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
           });
         }
       })();
@@ -291,7 +301,9 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
     drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {
       const conn = ws.getUserData().conn;
-      if (conn) conn.received(Buffer.from(message).toString('utf8'));
+      if (!conn) return;
+      if (message.byteLength > MAX_PAYLOAD) return conn.oversized(message.byteLength);
+      conn.received(Buffer.from(message).toString('utf8'));
     },
     close: (ws) => {
       const d = ws.getUserData();

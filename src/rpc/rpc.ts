@@ -2,7 +2,7 @@
  * POST /rpc: JSON-RPC 2.0 over the shared method table (src/surface/methods.ts). Only the edge is here:
  * envelopes, batches, and the mapping of catalogue errors to JSON-RPC errors and HTTP statuses.
  */
-import { AppError, isAppError, type ErrorCode } from '../errors.js';
+import { AppError, clientError, type ErrorCode } from '../errors.js';
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
@@ -35,8 +35,9 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 
 export function rpcRoutes(table: MethodTable, log: Logger): Route<Principal>[] {
   const errorAnswer = (id: Id, e: unknown, rid: string): Answer => {
-    if (!isAppError(e)) log.error({ err: e, request_id: rid }, 'rpc method failed');
-    const err = isAppError(e) && e.code !== 'INTERNAL_SERVER_ERROR' ? e : new AppError('RPC_INTERNAL_ERROR');
+    const seen = clientError(e);
+    if (seen.hidden) log.error({ err: e, request_id: rid }, 'rpc method failed');
+    const err = seen.code === 'INTERNAL_SERVER_ERROR' ? clientError(new AppError('RPC_INTERNAL_ERROR')) : seen;
     const error = { code: RPC_CODES[err.code] ?? DOMAIN_ERROR, message: err.message, data: { code: err.code, request_id: rid, details: err.details } };
     return { status: err.status, body: { jsonrpc: '2.0', id, error } };
   };

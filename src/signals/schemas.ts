@@ -30,6 +30,8 @@ export const EmitBody = compile(
     attachments: Type.Optional(Type.Array(Type.Unknown())),
     ack_required: Type.Optional(Type.Boolean()),
     ack_due_in_s: Type.Optional(Type.Integer({ minimum: ACK_DUE_MIN_S, maximum: ACK_DUE_MAX_S })),
+    /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
+    idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   }),
 );
 const SignalRef = { signal_id: NonEmpty };

@@ -10,6 +10,7 @@ import { membershipIndexes } from '../org/memberships.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Claim, IdempotencyRecords } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
@@ -41,7 +42,13 @@ export interface EmitBody {
   attachments?: unknown[];
   ack_required?: boolean;
   ack_due_in_s?: number;
+  /** a retry with this key (per identity, IDEMPOTENCY_TTL_MS) answers the first signal instead of a second one */
+  idempotency_key?: string;
 }
+
+/** the key space of an emit's `idempotency_key` in the one idempotency store (the header's is its own) */
+const EMIT_SCOPE = 'emit';
+const keyReused = () => new AppError('IDEMPOTENCY_KEY_REUSED', 'idempotency_key was used with a different request', { field: 'idempotency_key' });
 
 /** An acknowledgement-required signal makes a receipt per recipient in its emit commit: this many at most. */
 export const ACK_MAX_RECIPIENTS = 1000;
@@ -82,6 +89,7 @@ export class Signals {
     private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
     private resources: ResourceCheck,
     private federation: FederationLink,
+    private idempotency: IdempotencyRecords,
   ) {}
 
   requireMember(p: Principal): void {
@@ -108,7 +116,25 @@ export class Signals {
     return { role_id: role?.id ?? null, ring_id: ring?.id ?? null, role: role?.name ?? null, ring: ring?.name ?? null };
   }
 
+  /**
+   * Emits a signal. With `idempotency_key` (every transport's emit: REST body, WebSocket op, /rpc, MCP) the
+   * key is run once per identity on the one idempotency store: a retry with the same body answers the first
+   * signal, kept in the commit that created it; another body is 409 IDEMPOTENCY_KEY_REUSED.
+   */
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
+    const { idempotency_key: key, ...fields } = body;
+    if (key === undefined) return this.emitOnce(p, fields);
+    const begun = await this.idempotency.begin<Signal>(p.identity.id, EMIT_SCOPE, key, JSON.stringify(fields), keyReused);
+    if ('replay' in begun) return begun.replay;
+    try {
+      return await this.emitOnce(p, fields, begun.claim);
+    } catch (e) {
+      await this.idempotency.abandon(begun.claim);
+      throw e;
+    }
+  }
+
+  private async emitOnce(p: Principal, body: EmitBody, claim?: Claim): Promise<Signal> {
     this.requireMember(p);
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
     if (!CANONICAL_TYPES.includes(body.signal_type) && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
@@ -117,7 +143,7 @@ export class Signals {
       throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
     const federation = body.to_peer !== undefined ? { peer_id: body.to_peer, remote_id: null, direction: 'outbound' as const, hops: 0, error: null } : null;
-    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }));
+    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }, undefined, claim));
   }
 
   /**
@@ -148,6 +174,7 @@ export class Signals {
     route: { role_id: string | null; ring_id: string | null; role: string | null; ring: string | null },
     extra: Pick<SignalContext, 'resources' | 'source_org' | 'federation'>,
     existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
+    claim?: Claim,
   ): Promise<ActorRecord<SignalContext>> {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     const recipients = body.ack_required ? await this.ackRecipients(body, route, from) : undefined;
@@ -198,7 +225,9 @@ export class Signals {
       const rec: ActorRecord<SignalContext> = { value: 'pending', context };
       // the delivery to the peer is recorded in the signal's own commit: the outbox
       const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound] };
+      // an idempotency_key's answer is kept in the same commit: a retry can never make a second signal
+      const kept = claim ? [this.idempotency.keepOp(claim, signalView(rec))] : [];
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }

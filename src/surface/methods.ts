@@ -3,7 +3,7 @@
  * Names accept `.` and `/` as separator (`inbox.check` = `inbox/check`).
  */
 import Type, { type TSchema } from 'typebox';
-import { AppError, isAppError } from '../errors.js';
+import { AppError, clientError, isAppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
 import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
@@ -146,9 +146,9 @@ export async function invoke(call: ResolvedCall, p: Principal): Promise<unknown>
   return call.method.handler(p, call.params);
 }
 
-/** A failure as a client may see it: a catalogue code, never an internal message. */
+/** A failure as a client may see it: a catalogue code, never an internal message (`clientError`). */
 export function errorOf(e: unknown): { code: string; message: string; details: Record<string, unknown> | null } {
-  const err = isAppError(e) ? e : new AppError('INTERNAL_SERVER_ERROR');
+  const err = clientError(e);
   return { code: err.code, message: err.message, details: err.details };
 }
 

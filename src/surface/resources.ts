@@ -75,13 +75,15 @@ export class Resources {
   /** The resource a URI names, or undefined for none. */
   locate(uri: string): Located | undefined {
     let u: URL;
+    let segs: string[];
     try {
       u = new URL(uri);
+      // a segment that is not valid percent-encoding names nothing (decodeURIComponent throws on it)
+      segs = u.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     } catch {
       return undefined;
     }
     if (u.protocol !== 'svc:') return undefined;
-    const segs = u.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     const query: Query = Object.fromEntries(u.searchParams);
     const where = [u.host, ...segs].join('/');
     if (where === 'whoami' && !u.search) return this.whoami();

@@ -6,7 +6,9 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Idempotency } from '../../src/http/idempotency.js';
+import { upload } from '../helpers/blobs.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
+import { PushSocket } from '../helpers/push.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { expectError, expectOk } from './support.js';
 
@@ -23,7 +25,14 @@ async function post(m: Member, path: string, body: unknown, key?: string): Promi
   return { status: r.status, body: await r.json(), replayed: r.headers.get('idempotent-replayed') };
 }
 
-const CREATE_ROUTES = ['POST /emit', 'POST /invite/create', 'POST /admin/api-keys', 'POST /memory/store', 'POST /workspace/folders', 'POST /workstreams', 'POST /roles', 'POST /rings', 'POST /fills'];
+const CREATE_ROUTES = [
+  'POST /emit', 'POST /invite/create', 'POST /admin/api-keys', 'POST /memory/store', 'POST /workspace/folders', 'POST /workstreams', 'POST /roles', 'POST /rings', 'POST /fills',
+  'POST /org/company/memberships', 'POST /org/company/peers', 'POST /federation/trust', 'POST /admin/webhooks', 'POST /admin/webhooks/deliveries/:id/replay',
+  'POST /memory/relate', 'POST /memory/admin/share', 'POST /memory/admin/re-embed', 'POST /memory/admin/export', 'POST /memory/admin/import',
+  'POST /workstreams/:id/links', 'POST /admin/api-keys/:id/rotate',
+  // streamed uploads: the fingerprint is route, query, Content-Type (no boundary) and declared Content-Length
+  'POST /artifacts/upload', 'POST /workspace/files/upload',
+];
 
 for (const backend of BACKENDS) {
   describe(`Idempotency-Key on ${backend}`, () => {
@@ -109,6 +118,92 @@ for (const backend of BACKENDS) {
       const f1 = await post(root, '/fills', fill, 'k-fill');
       expect(f1.status).toBe(201);
       expect((await post(root, '/fills', fill, 'k-fill')).body.data).toEqual(f1.body.data);
+    });
+
+    it('the newer create routes replay: a memory edge, an export job, a peer, a key rotation, a workstream link', async () => {
+      const mem = async (content: string) => expectOk(await member.client.post('/memory/store', { namespace: `agent:${member.id}`, content, allow_duplicate: true }), 201).id;
+      const [a, b] = [await mem('edge from'), await mem('edge to')];
+      const w = expectOk(await member.client.post('/workstreams', { name: 'idem-links' }), 201);
+      const created = expectOk(await root.client.post('/admin/api-keys', { owner: member.id }), 201);
+      const cases: [Member, string, unknown, number][] = [
+        [member, '/memory/relate', { from_id: a, to_id: b, relation: 'knows' }, 201],
+        [root, '/memory/admin/export', { namespace: `agent:${member.id}` }, 202],
+        [root, '/org/company/peers', { name: 'Idem peer', endpoint: 'https://idem-peer.example' }, 201],
+        [root, `/admin/api-keys/${created.id}/rotate`, {}, 200],
+        [member, `/workstreams/${w.id}/links`, { kind: 'memory', id: a }, 201],
+      ];
+      for (const [who, path, body, status] of cases) {
+        const first = await post(who, path, body, `k-new-${path}`);
+        expect(first.status, `${path}: ${JSON.stringify(first.body)}`).toBe(status);
+        const again = await post(who, path, body, `k-new-${path}`);
+        expect({ path, status: again.status, replayed: again.replayed }).toEqual({ path, status, replayed: 'true' });
+        expect(again.body.data).toEqual(first.body.data);
+      }
+      // one edge, one peer, one rotation: without the key the peer is a duplicate and the old key is spent
+      expect(expectOk(await member.client.get(`/memory/relate/${a}/edges`)).edges).toHaveLength(1);
+      expectError(await root.client.post('/org/company/peers', { name: 'Idem peer', endpoint: 'https://idem-peer.example' }), 409, 'DISC_PEER_DUPLICATE');
+      expectError(await root.client.post(`/admin/api-keys/${created.id}/rotate`), 403, 'POLICY_DENIED');
+      // another body under a used key is refused
+      expectError(await post(member, '/memory/relate', { from_id: b, to_id: a, relation: 'knows' }, 'k-new-/memory/relate'), 409, 'IDEMPOTENCY_KEY_REUSED');
+    });
+
+    it('uploads: a retry with the same key, query, type and length replays without a second artifact; another length is 409', async () => {
+      const artifacts = () => svc.store.count('artifacts');
+      const send = (body: string, name: string, key: string, multipart = false) => upload(svc.url, member.key, '/artifacts/upload', body, { type: 'text/plain', multipart, filename: name, fields: multipart ? {} : { name }, headers: { 'idempotency-key': key } });
+      // big enough that the replay answers while the retry's body is still arriving (it is dropped unread)
+      const big = 'upload once '.repeat(40_000);
+      const first = await send(big, 'once.txt', 'k-up');
+      expect(first.status).toBe(201);
+      const n = await artifacts();
+      const again = await send(big, 'once.txt', 'k-up');
+      expect([again.status, again.headers.get('idempotent-replayed')]).toEqual([201, 'true']);
+      expect(again.body.data).toEqual(first.body.data);
+      expect(await artifacts()).toBe(n);
+      expectError(await send(big + '!', 'once.txt', 'k-up'), 409, 'IDEMPOTENCY_KEY_REUSED');
+      expectError(await send(big, 'renamed.txt', 'k-up'), 409, 'IDEMPOTENCY_KEY_REUSED');
+      // multipart: each attempt has its own boundary, which the fingerprint leaves out
+      const mp = await send('multipart once', 'mp.txt', 'k-up-mp', true);
+      expect(mp.status).toBe(201);
+      const mpAgain = await send('multipart once', 'mp.txt', 'k-up-mp', true);
+      expect([mpAgain.status, mpAgain.headers.get('idempotent-replayed'), mpAgain.body.data.id]).toEqual([201, 'true', mp.body.data.id]);
+      // the connection served the replay although its body was not read: the next request on it works
+      expect((await send('after replay', 'after.txt', 'k-up-after')).status).toBe(201);
+      expect(await artifacts()).toBe(n + 2);
+      const f = await upload(svc.url, member.key, '/workspace/files/upload', 'ws file', { type: 'text/plain', fields: { name: 'idem.txt' }, headers: { 'idempotency-key': 'k-ws-up' } });
+      expect(f.status).toBe(201);
+      const g = await upload(svc.url, member.key, '/workspace/files/upload', 'ws file', { type: 'text/plain', fields: { name: 'idem.txt' }, headers: { 'idempotency-key': 'k-ws-up' } });
+      expect([g.status, g.headers.get('idempotent-replayed'), g.body.data.id]).toEqual([201, 'true', f.body.data.id]);
+    });
+
+    it("an emit's idempotency_key: the WebSocket op, /rpc signals.emit and the REST body share one record per identity and key", async () => {
+      const before = await signals();
+      const body = { signal_type: 'task', content: 'emit once', idempotency_key: 'k-body-1' };
+      const ws = await PushSocket.open(svc.url, member.key);
+      try {
+        const first = await ws.ok('emit', body);
+        expect(await ws.ok('emit', body)).toEqual(first);
+        const rpc = await member.client.post('/rpc', { jsonrpc: '2.0', id: 1, method: 'signals.emit', params: body });
+        expect(rpc.body.result).toEqual(first);
+        expect(expectOk(await member.client.post('/emit', body), 201)).toEqual(first);
+        expect(await signals()).toBe(before + 1);
+        // the same key with another body: refused everywhere, nothing written
+        const other = { ...body, content: 'emit twice' };
+        expect((await ws.op('emit', other)).error).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED', details: { field: 'idempotency_key' } });
+        const refused = await member.client.post('/rpc', { jsonrpc: '2.0', id: 2, method: 'signals.emit', params: other });
+        expect(refused.body.error.data).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+        expect(await signals()).toBe(before + 1);
+        // concurrent retries over /rpc elect one runner: one signal
+        const race = { signal_type: 'task', content: 'emit race', idempotency_key: 'k-body-race' };
+        const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => member.client.post('/rpc', { jsonrpc: '2.0', id: i, method: 'signals.emit', params: race })));
+        expect(new Set(answers.map((a) => a.body.result?.id)).size).toBe(1);
+        expect(await signals()).toBe(before + 2);
+        // per identity: root's own key of the same text is its own emit; a refused emit keeps no record
+        expect(expectOk(await root.client.post('/emit', body), 201).id).not.toBe(first.id);
+        expect((await ws.op('emit', { signal_type: 'task', content: 'x', to_role: 'no-such-role', idempotency_key: 'k-body-refused' })).type).toBe('error');
+        expect((await ws.ok('emit', { signal_type: 'task', content: 'x', idempotency_key: 'k-body-refused' })).content).toBe('x');
+      } finally {
+        await ws.close();
+      }
     });
 
     it('a record expires after its TTL and the sweep removes it', async () => {
