@@ -168,6 +168,9 @@ export interface ClientError {
   hidden: boolean;
 }
 
+/** a store outage: every request meets it at once, and the background loops already log it (once a window) */
+const OUTAGE: ReadonlySet<string> = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT']);
+
 /**
  * The one rule for what leaves the service: a thrown non-AppError is INTERNAL_SERVER_ERROR; any 5xx answers
  * its catalogue message only (its own message may carry a driver's text, a host, a path or a hash), and an
@@ -179,7 +182,7 @@ export function clientError(e: unknown): ClientError {
   if (e.status < 500) return { ...base, message: e.message, details: e.details, hidden: false };
   const message = catalogue[e.code][1];
   const details = INTERNAL.has(e.code) ? null : e.details;
-  return { ...base, message, details, hidden: message !== e.message || details !== e.details };
+  return { ...base, message, details, hidden: !OUTAGE.has(e.code) && (message !== e.message || details !== e.details) };
 }
 
 /** `docsBase` is `${BASE_URL}/docs/errors/`: the service serves a page for every code. Takes anything thrown (`clientError`). */

@@ -4,7 +4,7 @@ import { iso } from '../clock.js';
 import { secretToken, sha256 } from '../ids.js';
 import type { Op, Store } from '../store/port.js';
 import { membershipOf } from '../org/memberships.js';
-import { Lru } from '../realtime/lru.js';
+import { Lru } from '../lru.js';
 import { authGeneration } from './generation.js';
 import { indexes, keys, type ApiKey, type Identity, type Permissions, type Principal } from '../identity/model.js';
 

@@ -12,7 +12,7 @@ import { Inbox } from '../signals/inbox.js';
 import { accessEndedFor, inAudience, isSignalEntry, type AccessEndedReason, type JournalEntry } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { outOfScope } from '../signals/policy.js';
-import { Lru } from './lru.js';
+import { Lru } from '../lru.js';
 
 const REACH_TTL_MS = 1000;
 /** identities whose reach is cached per process; past it the least recently asked-for is dropped */

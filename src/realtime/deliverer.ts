@@ -3,7 +3,7 @@ import { now } from '../clock.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import type { Signals } from '../signals/service.js';
 import type { Audience } from './audience.js';
-import { Lru } from './lru.js';
+import { Lru } from '../lru.js';
 
 const FORGET_MS = 10_000;
 /** signals remembered as marked; past it the oldest is forgotten (at worst a second, idempotent attempt) */
