@@ -82,7 +82,7 @@ class Stream implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
-    this.write(`id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
+    this.write(eventText(e, seq));
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
@@ -131,6 +131,15 @@ class Stream implements Subscriber {
     this.rt.hub.detach(this);
     this.rt.presence.disconnected(this.principal.identity.id);
   }
+}
+
+
+let lastEvent: { e: JournalEntry; seq: number; text: string } | undefined;
+/** An entry's SSE event is the same text for every stream the hub offers it to: serialised once per entry. */
+function eventText(e: JournalEntry, seq: number): string {
+  if (lastEvent?.e === e && lastEvent.seq === seq) return lastEvent.text;
+  lastEvent = { e, seq, text: `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n` };
+  return lastEvent.text;
 }
 
 export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void): void {

@@ -37,6 +37,15 @@ export type WsOp = (typeof WS_OPS)[number];
 const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
 export const MAX_PENDING_OPS = 64;
+let lastFrame: { e: JournalEntry; seq: number; text: string } | undefined;
+/** An entry's push frame is the same text for every socket the hub offers it to: serialised once per entry. */
+function frameText(e: JournalEntry, seq: number): string {
+  if (lastFrame?.e === e && lastFrame.seq === seq) return lastFrame.text;
+  const { subject, data } = frameOf(e);
+  lastFrame = { e, seq, text: JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) }) };
+  return lastFrame.text;
+}
+
 /** uWS `send()` results */
 const DROPPED = 2;
 
@@ -97,8 +106,7 @@ class Connection implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.closed) return 'gone';
     if (this.ws.getBufferedAmount() > this.limits.push) return 'full';
-    const { subject, data } = frameOf(e);
-    if (this.send({ type: e.type, [subject]: data, cursor: String(seq) }) === DROPPED) return 'full';
+    if (this.sendText(frameText(e, seq)) === DROPPED) return 'full';
     this.sentSeq = seq;
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
@@ -124,7 +132,10 @@ class Connection implements Subscriber {
   }
 
   private send(f: unknown): number {
-    const text = JSON.stringify(f);
+    return this.sendText(JSON.stringify(f));
+  }
+
+  private sendText(text: string): number {
     let r = 0;
     this.ws.cork(() => (r = this.ws.send(text)));
     return r;
