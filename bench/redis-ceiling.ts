@@ -94,7 +94,7 @@ await main(async () => {
   if (!line) throw new Error(`no commit of signal ${signalId} seen by MONITOR`);
   const lists = JSON.parse(monitorArgs(line).at(-1)!) as Array<Array<Record<string, unknown>>>;
   const list = lists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
-  const ops = list.map((o) => (o.op === 'put' ? { ...o, value: JSON.parse(o.value as string) } : o.op === 'append' ? { ...o, entry: JSON.parse(o.entry as string) } : o));
+  const ops: Array<Record<string, unknown>> = list.map((o) => (o.op === 'put' ? { ...o, value: JSON.parse(o.value as string) } : o.op === 'append' ? { ...o, entry: JSON.parse(o.entry as string) } : o));
   const templateFile = join(dir, 'template.json');
   writeFileSync(templateFile, JSON.stringify(ops));
   const opKinds = ops.map((o) => o.op).join(',');
