@@ -5,7 +5,8 @@
  * (a redis-server with RediSearch loaded). MEM_N random unit vectors of MEM_DIM dimensions (seeded) are
  * upserted in batches of 1000 through the port, all in one namespace; then MEM_QUERIES random unit queries,
  * one at a time, k = 10, each timed around `knn`; recall@10 is measured against an exact (brute-force,
- * plain JS) search over the same vectors, computed after the timed queries. Prints one JSON line.
+ * plain JS) search over the same vectors, computed after the timed queries. MEM_RAW (see below) adds the
+ * usearch library alone at given parameters. Prints one JSON line.
  */
 import { intEnv } from './lib.js';
 import { openEmbeddedVectorIndex } from '../src/vector/embedded.js';
@@ -76,8 +77,9 @@ for (let q = 0; q < Q; q++) {
 // exact search: every stored vector, cosine = dot (all unit length), top K
 let hitsTotal = 0;
 const top = new Float64Array(K);
-const topI = new Int32Array(K);
+const exact = new Int32Array(Q * K);
 for (let q = 0; q < Q; q++) {
+  const topI = exact.subarray(q * K, (q + 1) * K);
   top.fill(-Infinity);
   topI.fill(-1);
   const qo = q * DIM;
@@ -98,9 +100,38 @@ for (let q = 0; q < Q; q++) {
   const got = new Set(found[q]);
   for (const i of topI) if (got.has(idOf(i))) hitsTotal++;
 }
-const sorted = [...times].sort((a, b) => a - b);
-const pct = (p: number) => +sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))].toFixed(3);
+const pctOf = (t: number[], p: number) => {
+  const s = [...t].sort((a, b) => a - b);
+  return +s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))].toFixed(3);
+};
+const pct = (p: number) => pctOf(times, p);
 await index.close();
+
+/*
+ * MEM_RAW="M:efAdd:efSearch,..." (diagnostic, off by default): the usearch library alone, without the port,
+ * built with those parameters over the same vectors and asked the same queries for k = 10 — what the
+ * library gives at other settings, and how much of the port's query time is the library's.
+ */
+const raw: object[] = [];
+for (const spec of (process.env.MEM_RAW ?? '').split(',').filter(Boolean)) {
+  const [m, efAdd, efSearch] = spec.split(':').map(Number);
+  const { default: usearch } = await import('usearch');
+  const idx = new usearch.Index({ dimensions: DIM, metric: usearch.MetricKind.Cos, connectivity: m, expansion_add: efAdd, expansion_search: efSearch } as never);
+  const tb = performance.now();
+  for (let i = 0; i < N; i += 10_000) idx.add(BigUint64Array.from({ length: Math.min(10_000, N - i) }, (_, j) => BigInt(i + j)), data.subarray(i * DIM, Math.min(N, i + 10_000) * DIM), 0);
+  const buildS = (performance.now() - tb) / 1000;
+  const rt: number[] = [];
+  let rh = 0;
+  for (let q = 0; q < Q; q++) {
+    const t = performance.now();
+    const res = idx.search(queries.subarray(q * DIM, (q + 1) * DIM), K, 1);
+    rt.push(performance.now() - t);
+    const want = new Set(exact.subarray(q * K, (q + 1) * K));
+    for (const key of res.keys) if (want.has(Number(key))) rh++;
+  }
+  raw.push({ connectivity: m, expansion_add: efAdd, expansion_search: efSearch, build_s: +buildS.toFixed(1), p50_ms: pctOf(rt, 50), p99_ms: pctOf(rt, 99), recall_at_10: +(rh / (Q * K)).toFixed(4) });
+  process.stderr.write(`  raw usearch ${spec}: ${JSON.stringify(raw.at(-1))}\n`);
+}
 console.log(
   JSON.stringify({
     kind: index.info.kind,
@@ -114,6 +145,7 @@ console.log(
     max_ms: pct(100),
     recall_at_10: +(hitsTotal / (Q * K)).toFixed(4),
     index_rss_mib: mode === 'redis' ? null : Math.round((rssAfter - rssBefore) / 2 ** 20),
+    ...(raw.length ? { raw_usearch: raw } : {}),
   }),
 );
 process.exit(0);

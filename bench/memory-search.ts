@@ -8,7 +8,8 @@
  * baseline of recall, computed in the same run over the same vectors.
  *
  * Env: BENCH_MEMORIES (100000), BENCH_MEMORIES_REDIS (20000; 0 skips Redis), BENCH_MEMORY_DIM (384),
- * BENCH_MEMORY_QUERIES (1000).
+ * BENCH_MEMORY_QUERIES (1000), BENCH_MEMORY_RAW (off; e.g. "16:64:128,32:200:512": the usearch library alone
+ * at connectivity:expansion_add:expansion_search over the same vectors, a diagnostic of the embedded line).
  */
 import { REDISEARCH_MODULE, startRedis } from '../test/helpers/redis.js';
 import { intEnv, main, onCleanup, report, runLoad } from './lib.js';
@@ -27,7 +28,7 @@ interface Result {
 await main(async () => {
   const env = { MEM_DIM: String(DIM), MEM_QUERIES: String(Q) };
   process.stderr.write(`memory search: embedded, ${N} memories\n`);
-  const emb = await runLoad<Result>('memory-search-load.ts', { ...env, MEM_MODE: 'embedded', MEM_N: String(N) });
+  const emb = await runLoad<Result>('memory-search-load.ts', { ...env, MEM_MODE: 'embedded', MEM_N: String(N), MEM_RAW: process.env.BENCH_MEMORY_RAW ?? '' });
   const goal = 'p99 < 20 ms with recall@10 >= 0.95 at 100,000 x 384';
   report({ bench: 'memory-search', target: 'embedded (usearch HNSW via openEmbeddedVectorIndex)', baseline: 'exact brute-force search (recall)', ...emb, goal, met: N >= 100_000 && DIM >= 384 && emb.p99_ms < 20 && emb.recall_at_10 >= 0.95 });
   if (NR > 0) {
