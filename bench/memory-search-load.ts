@@ -37,10 +37,32 @@ function unit(into: Float32Array, off: number): void {
   for (let i = 0; i < DIM; i++) into[off + i] /= n;
 }
 
+/*
+ * MEM_DATA "random" (default): independent Gaussian directions, the worst case for any graph index (every
+ * point is almost equally far from every other). "latent": each vector is a fixed random 384 x 16 map of a
+ * 16-dimensional Gaussian point plus 10 % noise, normalised: data of low intrinsic dimension, closer to
+ * what text embeddings look like. Queries are drawn the same way as the data.
+ */
+const DATA = process.env.MEM_DATA ?? 'random';
+const LATENT = 16;
+const basis = new Float32Array(DIM * LATENT);
+for (let i = 0; i < basis.length; i++) basis[i] = gauss();
+function draw(into: Float32Array, off: number): void {
+  if (DATA !== 'latent') return unit(into, off);
+  const z = Array.from({ length: LATENT }, gauss);
+  let s = 0;
+  for (let d = 0; d < DIM; d++) {
+    let x = 0.1 * Math.sqrt(LATENT) * gauss();
+    for (let j = 0; j < LATENT; j++) x += basis[d * LATENT + j] * z[j];
+    s += (into[off + d] = x) ** 2;
+  }
+  const n = Math.sqrt(s);
+  for (let d = 0; d < DIM; d++) into[off + d] /= n;
+}
 const data = new Float32Array(N * DIM);
-for (let i = 0; i < N; i++) unit(data, i * DIM);
+for (let i = 0; i < N; i++) draw(data, i * DIM);
 const queries = new Float32Array(Q * DIM);
-for (let i = 0; i < Q; i++) unit(queries, i * DIM);
+for (let i = 0; i < Q; i++) draw(queries, i * DIM);
 const idOf = (i: number) => 'mem' + String(i).padStart(7, '0');
 
 const index: VectorIndex =
@@ -135,6 +157,7 @@ for (const spec of (process.env.MEM_RAW ?? '').split(',').filter(Boolean)) {
 console.log(
   JSON.stringify({
     kind: index.info.kind,
+    data: DATA,
     memories: N,
     dim: DIM,
     queries: Q,

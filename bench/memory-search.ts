@@ -9,7 +9,8 @@
  *
  * Env: BENCH_MEMORIES (100000), BENCH_MEMORIES_REDIS (20000; 0 skips Redis), BENCH_MEMORY_DIM (384),
  * BENCH_MEMORY_QUERIES (1000), BENCH_MEMORY_RAW (off; e.g. "16:64:128,32:200:512": the usearch library alone
- * at connectivity:expansion_add:expansion_search over the same vectors, a diagnostic of the embedded line).
+ * at connectivity:expansion_add:expansion_search over the same vectors, a diagnostic of the embedded line),
+ * BENCH_MEMORY_DATA (random; "latent" = vectors of low intrinsic dimension, see memory-search-load.ts).
  */
 import { REDISEARCH_MODULE, startRedis } from '../test/helpers/redis.js';
 import { intEnv, main, onCleanup, report, runLoad } from './lib.js';
@@ -26,7 +27,7 @@ interface Result {
 }
 
 await main(async () => {
-  const env = { MEM_DIM: String(DIM), MEM_QUERIES: String(Q) };
+  const env = { MEM_DIM: String(DIM), MEM_QUERIES: String(Q), MEM_DATA: process.env.BENCH_MEMORY_DATA ?? 'random' };
   process.stderr.write(`memory search: embedded, ${N} memories\n`);
   const emb = await runLoad<Result>('memory-search-load.ts', { ...env, MEM_MODE: 'embedded', MEM_N: String(N), MEM_RAW: process.env.BENCH_MEMORY_RAW ?? '' });
   const goal = 'p99 < 20 ms with recall@10 >= 0.95 at 100,000 x 384';
