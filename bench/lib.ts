@@ -10,7 +10,8 @@ import { rm } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startRedis, tempDir, waitExit } from '../test/helpers/redis.js';
+import { freePort, startRedis, tempDir, waitExit } from '../test/helpers/redis.js';
+import { Socket } from 'node:net';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -115,6 +116,40 @@ export async function scratchDir(prefix: string): Promise<string> {
   const dir = await tempDir(prefix);
   onCleanup(() => rm(dir, { recursive: true, force: true }));
   return dir;
+}
+
+/** A private nats-server with JetStream (never the shared one on 4222), its store in a scratch dir. */
+export async function startNats(): Promise<{ url: string; proc: ChildProcess }> {
+  const dir = await scratchDir('bench-nats-');
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const port = await freePort();
+    if (port === 4222) continue;
+    const proc = track(spawn('nats-server', ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: ['ignore', 'ignore', 'pipe'] }));
+    let out = '';
+    proc.stderr!.on('data', (d) => (out += d));
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && proc.exitCode === null) {
+      if (await canConnect(port)) return { url: `nats://127.0.0.1:${port}`, proc };
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await stopChild(proc);
+    if (!/address already in use/i.test(out)) throw new Error(`nats-server did not start:\n${out}`);
+  }
+  throw new Error('nats-server: no free port after 5 attempts');
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = new Socket();
+    s.setTimeout(500, () => (s.destroy(), resolve(false)));
+    s.once('error', () => resolve(false));
+    s.connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+  });
+}
+
+/** RSS of a process in KiB (/proc/<pid>/status VmRSS). */
+export function rssKiB(pid: number): number {
+  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
 }
 
 export async function startBare(): Promise<Service> {

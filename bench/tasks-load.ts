@@ -3,7 +3,11 @@
  * TASKS_KEYS workers (a JSON file of API keys), each finding open tasks with GET /signals/list
  * (delivery_state=pending), claiming one (POST /claim; a 409 means another worker took it) and acking it,
  * until none is left. Mode "bullmq": a BullMQ queue of TASKS_N jobs on TASKS_REDIS, processed by one
- * Worker of concurrency TASKS_WORKERS. Prints one JSON line: tasks, seconds, tasks/s, and the exactly-once
+ * Worker of concurrency TASKS_WORKERS. Mode "next": the same workers call the JSON-RPC method workflow.next
+ * (POST /rpc: the service picks and claims the most urgent open task) and ack with POST /ack, until
+ * workflow.next answers {signal: null}. Mode "nats": a JetStream stream with WorkQueue retention on
+ * TASKS_NATS, TASKS_N messages, one durable pull consumer read by TASKS_WORKERS concurrent loops, each
+ * taking one message at a time and acking it with a confirmed ack (ackAck). Prints one JSON line: tasks, seconds, tasks/s, and the exactly-once
  * check (every task completed once, none twice).
  */
 import { readFileSync } from 'node:fs';
@@ -111,7 +115,76 @@ async function bullmq(): Promise<object> {
   return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), exactly_once: done.size === N && twice === 0 };
 }
 
-const out = mode === 'produce' ? await produce() : mode === 'bullmq' ? await bullmq() : await http();
+async function next(): Promise<object> {
+  const keys = JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[];
+  const done = new Map<string, number>();
+  let calls = 0;
+  let failures = 0;
+  let empty = 0;
+  const start = performance.now();
+  await Promise.all(
+    keys.map(async (key, w) => {
+      for (let n = 0; ; n++) {
+        calls++;
+        const r = await call('POST', '/rpc', key, { jsonrpc: '2.0', id: `${w}-${n}`, method: 'workflow.next', params: {} });
+        if (r.status !== 200 || r.body?.error) throw new Error(`workflow.next answered ${r.status}: ${JSON.stringify(r.body)}`);
+        const signal = r.body.result.signal as { id: string } | null;
+        if (!signal) {
+          empty++;
+          return;
+        }
+        const a = await call('POST', '/ack', key, { signal_id: signal.id, outcome: 'completed' });
+        if (a.status !== 200) failures++;
+        else done.set(signal.id, (done.get(signal.id) ?? 0) + 1);
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const twice = [...done.values()].filter((n) => n > 1).length;
+  return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), next_calls: calls, ack_failures: failures, twice, left_open_when_next_answered_null: N - done.size, exactly_once: done.size === N && twice === 0 };
+}
+
+async function nats(): Promise<object> {
+  const { connect, AckPolicy, RetentionPolicy, StorageType } = await import('nats');
+  const nc = await connect({ servers: process.env.TASKS_NATS! });
+  const jsm = await nc.jetstreamManager();
+  const stream = 'TASKS' + process.pid;
+  await jsm.streams.add({ name: stream, subjects: [`${stream}.*`], retention: RetentionPolicy.Workqueue, storage: StorageType.File });
+  await jsm.consumers.add(stream, { durable_name: 'workers', ack_policy: AckPolicy.Explicit, max_ack_pending: 10 * WORKERS });
+  const js = nc.jetstream();
+  // publish with confirmation, 100 in flight
+  for (let i = 0; i < N; i += 100) await Promise.all(Array.from({ length: Math.min(100, N - i) }, (_, j) => js.publish(`${stream}.task`, new TextEncoder().encode(String(i + j)), { msgID: String(i + j) })));
+  const stored = (await jsm.streams.info(stream)).state.messages;
+  if (stored !== N) throw new Error(`stream holds ${stored} messages, expected ${N}`);
+  const consumer = await js.consumers.get(stream, 'workers');
+  const done = new Map<number, number>();
+  let processed = 0;
+  let end = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      while (processed < N) {
+        const m = await consumer.next({ expires: 1000 });
+        if (!m) continue;
+        const i = Number(new TextDecoder().decode(m.data));
+        await m.ackAck();
+        done.set(i, (done.get(i) ?? 0) + 1);
+        // the clock stops at the last ack, not when the idle loops' pull requests expire
+        if (++processed === N) end = performance.now();
+      }
+    }),
+  );
+  const seconds = (end - start) / 1000;
+  const left = (await jsm.streams.info(stream)).state.messages;
+  await jsm.streams.delete(stream);
+  await nc.close();
+  const twice = [...done.values()].filter((n) => n > 1).length;
+  return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), left_in_stream: left, twice, exactly_once: done.size === N && twice === 0 && left === 0 };
+}
+
+const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next, nats };
+if (!modes[mode]) throw new Error(`unknown TASKS_MODE ${mode}`);
+const out = await modes[mode]();
 agent.destroy();
 console.log(JSON.stringify(out));
 process.exit(0);

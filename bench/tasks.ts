@@ -1,40 +1,80 @@
 /**
- * Tasks: BENCH_TASKS task signals, BENCH_WORKERS HTTP workers finding, claiming and acking them on the Redis
- * backend, against BullMQ processing as many jobs with concurrency BENCH_WORKERS on the same Redis in the
- * same run; both verified exactly-once. Load runs in bench/tasks-load.ts (its own process). NATS JetStream
- * is not compared: no NATS client library is installed (nats-server alone is not enough).
+ * Tasks (issue 15 item 4): BENCH_TASKS task signals on the Redis backend, BENCH_WORKERS HTTP workers taking
+ * and acking them, against BullMQ processing as many jobs with concurrency BENCH_WORKERS on the same Redis
+ * and NATS JetStream work-queue pull consumers (a private nats-server), all in the same run, each verified
+ * exactly-once. Two ways for the service's workers:
+ *   claim: list open tasks (GET /signals/list?delivery_state=pending), POST /claim one (lost races move on), ack;
+ *   next:  JSON-RPC workflow.next over POST /rpc (the service picks and claims), then POST /ack.
+ * Each way runs on a fresh service (its own REDIS_PREFIX) on the same private redis-server, with its own
+ * BENCH_TASKS tasks. Load runs in bench/tasks-load.ts (its own process).
  *
- * Env: BENCH_TASKS (10000), BENCH_WORKERS (50).
+ * Env: BENCH_TASKS (10000), BENCH_WORKERS (50), BENCH_TASK_MODES (claim,next,bullmq,nats).
  */
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
-import { intEnv, main, scratchDir, report, runLoad, startService, stopChild } from './lib.js';
+import { startRedis } from '../test/helpers/redis.js';
+import { intEnv, main, onCleanup, scratchDir, report, runLoad, startNats, startService, stopChild } from './lib.js';
 import { agents } from './push-agents.js';
 
 const N = intEnv('BENCH_TASKS', 10_000, 1);
 const WORKERS = intEnv('BENCH_WORKERS', 50, 1);
+const MODES = (process.env.BENCH_TASK_MODES ?? 'claim,next,bullmq,nats').split(',').map((m) => m.trim());
 
 interface Result {
   tasks: number;
   tasks_per_s: number;
   exactly_once: boolean;
+  [k: string]: unknown;
 }
 
 await main(async () => {
-  const svc = await startService('redis');
-  const root = await bootstrap(svc.url, 'bench');
-  const workers = await agents(svc.url, root.key, WORKERS, 'worker');
-  const file = pathJoin(await scratchDir('bench-tasks-'), 'keys.json');
-  writeFileSync(file, JSON.stringify(workers.map((w) => w.key)));
-  const env = { TASKS_URL: svc.url, TASKS_N: String(N), TASKS_WORKERS: String(WORKERS) };
-  process.stderr.write(`tasks: producing ${N} ... `);
-  await runLoad('tasks-load.ts', { ...env, TASKS_MODE: 'produce', TASKS_ADMIN_KEY: root.key });
-  process.stderr.write('done\n');
-  const http = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_MODE: 'http', TASKS_KEYS: file });
-  const bull = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_MODE: 'bullmq', TASKS_REDIS: svc.redisUrl! });
-  report({ bench: 'tasks', target: 'bullmq', workers: WORKERS, ...bull });
-  const ratio = +(http.tasks_per_s / bull.tasks_per_s).toFixed(3);
-  report({ bench: 'tasks', target: 'service (redis, HTTP claim+ack)', workers: WORKERS, ...http, ratio_to_bullmq: ratio, goal: '>= 0.5 of BullMQ, exactly once', met: ratio >= 0.5 && http.exactly_once });
-  await stopChild(svc.proc);
+  const redis = await startRedis();
+  onCleanup(() => redis.stop());
+  const env = { TASKS_N: String(N), TASKS_WORKERS: String(WORKERS) };
+  const service: Record<string, Result> = {};
+
+  for (const mode of MODES.filter((m) => m === 'claim' || m === 'next')) {
+    const svc = await startService('redis', {}, [], redis.url);
+    const root = await bootstrap(svc.url, 'bench');
+    const workers = await agents(svc.url, root.key, WORKERS, 'worker');
+    const file = pathJoin(await scratchDir('bench-tasks-'), 'keys.json');
+    writeFileSync(file, JSON.stringify(workers.map((w) => w.key)));
+    process.stderr.write(`tasks (${mode}): producing ${N} ... `);
+    await runLoad('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: 'produce', TASKS_ADMIN_KEY: root.key });
+    process.stderr.write('running\n');
+    service[mode] = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: mode === 'claim' ? 'http' : 'next', TASKS_KEYS: file });
+    await stopChild(svc.proc);
+  }
+
+  let bull: Result | undefined;
+  if (MODES.includes('bullmq')) {
+    process.stderr.write('tasks: bullmq\n');
+    bull = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_MODE: 'bullmq', TASKS_REDIS: redis.url });
+    report({ bench: 'tasks', target: 'bullmq', backend: 'redis', workers: WORKERS, ...bull });
+  }
+  let nats: Result | undefined;
+  if (MODES.includes('nats')) {
+    process.stderr.write('tasks: nats jetstream\n');
+    const server = await startNats();
+    nats = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_MODE: 'nats', TASKS_NATS: server.url });
+    await stopChild(server.proc);
+    report({ bench: 'tasks', target: 'nats jetstream (work queue, file storage, pull consumer)', workers: WORKERS, ...nats, ratio_to_bullmq: bull ? +(nats.tasks_per_s / bull.tasks_per_s).toFixed(3) : null });
+  }
+
+  const ratio = (r: Result, base?: Result) => (base ? +(r.tasks_per_s / base.tasks_per_s).toFixed(3) : null);
+  const labels: Record<string, string> = { claim: 'service (redis, HTTP list+claim+ack)', next: 'service (redis, RPC workflow.next+ack)' };
+  for (const [mode, r] of Object.entries(service)) {
+    const toBull = ratio(r, bull);
+    report({
+      bench: 'tasks',
+      target: labels[mode],
+      workers: WORKERS,
+      ...r,
+      ratio_to_bullmq: toBull,
+      ratio_to_nats: ratio(r, nats),
+      goal: '>= 0.5 of BullMQ, exactly once',
+      met: toBull === null ? null : toBull >= 0.5 && r.exactly_once,
+    });
+  }
 });
