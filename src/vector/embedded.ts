@@ -36,8 +36,18 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
     byNs.get(e.doc.namespace)?.delete(id);
   }
 
-  const candidates = (f: VectorFilter): VectorDoc[] =>
-    f.namespaces.flatMap((ns) => [...(byNs.get(ns) ?? [])].map((id) => entries.get(id)!.doc)).filter((d) => matches(d, f));
+  /** The filter's documents with a vector while there are at most `max`; undefined past that (search the HNSW index). */
+  function smallPool(f: VectorFilter, max: number): VectorDoc[] | undefined {
+    const out: VectorDoc[] = [];
+    for (const ns of f.namespaces)
+      for (const id of byNs.get(ns) ?? []) {
+        const d = entries.get(id)!.doc;
+        if (!d.vector || !matches(d, f)) continue;
+        // stop counting here: listing a 100k-document namespace on every query cost more than the search
+        if (out.push(d) > max) return undefined;
+      }
+    return out;
+  }
 
   const info: VectorInfo = { kind: 'hnsw', dim, ...(note ? { note } : {}) };
   return {
@@ -69,8 +79,8 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
       for (const id of ids) drop(id);
     },
     async knn(vector, f, k) {
-      const pool = candidates(f).filter((d) => d.vector);
-      if (pool.length <= exactMax) {
+      const pool = smallPool(f, exactMax);
+      if (pool) {
         return pool
           .map((d) => ({ id: d.id, score: dot(vector, d.vector!) }))
           .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1))
