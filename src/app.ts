@@ -9,6 +9,7 @@ import { routes } from './api/index.js';
 import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
 import { withAuthGeneration } from './auth/generation.js';
+import { indexOpenTasksOnce } from './signals/open-tasks.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
 import { Inbound } from './federation/inbound.js';
@@ -103,6 +104,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(memoryJobKind);
   runtime.onTransition((kind, _id, t, prev) => metrics.transition(kind, t, prev));
   runtime.register(reservationKind);
+  const openTasks = await indexOpenTasksOnce(store);
+  if (openTasks) log.info({ open_tasks: openTasks }, 'open tasks of an older data dir indexed for workflow.next');
   const migrated = await migrateLegacyMemberships(runtime);
   if (migrated) log.info({ migrated }, 'legacy membership records moved to the membership actor');
   const org = new Org(runtime);

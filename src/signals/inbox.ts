@@ -101,6 +101,13 @@ export class Inbox {
     return this.read(p, who, q.ack_overdue === true ? [receiptIndexes.ackOverdue(who.id)] : indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
   }
 
+  /** The caller's inbox narrowed to tasks still open for a claim, most urgent first; reading marks nothing delivered. */
+  async openTasks(p: Principal, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
+    const reach = await this.reachOf(p.identity.id);
+    const who = p.identity;
+    return this.read(p, who, reach.indexes.map(signalIndexes.openTasks), (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), { types: ['task'] }, before, limit, false);
+  }
+
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
     const role = await this.org.roleByName(roleName);
     if (!role) throw new AppError('SIGNAL_NOT_FOUND', `No role named "${roleName}"`, { field: 'target' });

@@ -24,7 +24,13 @@ export const signalIndexes = {
   /** signals with no target: every member's inbox */
   broadcast: 'inbox:all',
   thread: (rootId: string) => `thread:${rootId}`,
+  /** an inbox's task signals still open for a claim (pending or delivered): what workflow.next takes from */
+  openTasks: (inbox: string) => `${inbox}:open-tasks`,
 };
+
+/** A task anyone reached may still claim: the open-task indexes hold exactly these. */
+export const isOpenTask = (value: string, c: Pick<SignalContext, 'signal_type' | 'task_status'>) =>
+  c.signal_type === 'task' && c.task_status === 'open' && (value === 'pending' || value === 'delivered');
 
 export function inboxesOf(c: SignalContext): string[] {
   // a signal emitted to a peer's role, ring or identity lands in no inbox here
@@ -51,6 +57,7 @@ export const signalKind: ActorKind<SignalContext> = {
     [signalIndexes.byType(r.context.signal_type), r.context.id],
     [signalIndexes.thread(r.context.thread_id), threadMember(r.context)],
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
+    ...(isOpenTask(r.value, r.context) ? inboxesOf(r.context).map((i): [string, string] => [signalIndexes.openTasks(i), inboxMember(r.context)]) : []),
   ],
   timers: (r) => signalTimers(r.value, r.context),
   uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),

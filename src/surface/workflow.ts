@@ -129,7 +129,7 @@ export class Workflow {
     this.s.signals.requireMember(p);
     let after: string | undefined;
     for (let i = 0; i < SCAN.nextPages; i++) {
-      const res = await this.s.inbox.identityInbox(p, p.identity.id, { types: ['task'] }, after, SCAN.page);
+      const res = await this.s.inbox.openTasks(p, after, SCAN.page);
       for (const item of res.items) {
         if (item.task_status !== 'open' || (item.delivery_state !== 'pending' && item.delivery_state !== 'delivered')) continue;
         if (q.task_types?.length && !q.task_types.includes(item.payload?.task_type as string)) continue;

@@ -12,7 +12,7 @@ import { createLogger } from '../../src/log.js';
 import { rpcRoutes } from '../../src/rpc/rpc.js';
 import { compile } from '../../src/validation.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
+import { BACKENDS, serversOn, startServer, type Started } from '../helpers/server.js';
 import { expectError, expectOk } from './support.js';
 
 let seq = 0;
@@ -213,6 +213,39 @@ for (const backend of BACKENDS) {
       expect(new Set([x.signal.id, y.signal.id])).toEqual(new Set([review.id, low.id]));
       expect((await ok(carol.client, 'workflow.next', { task_types: ['build'] })).signal).toBeNull();
       rpcError(await rpc(carol.client, 'workflow.next', { lease_ms: 0 }), 400, 'RPC_INVALID_PARAMS', -32602);
+    });
+
+    it('workflow.next finds an open task behind more than its scan of completed ones, and a released task again', async () => {
+      // a direct, urgent task first, then 1,100 more urgent ones completed: they rank ahead of it in the inbox
+      const waiting = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'the one left', to_identity: bob.id, urgency: 0.01 });
+      const done: string[] = [];
+      for (let i = 0; i < 1100; i += 50)
+        done.push(...(await Promise.all(Array.from({ length: 50 }, (_, j) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `done ${i + j}`, to_identity: bob.id, urgency: 0.9 })))).map((x) => x.id));
+      for (let i = 0; i < done.length; i += 50)
+        await Promise.all(done.slice(i, i + 50).map(async (id) => {
+          expectOk(await bob.client.post('/claim', { signal_id: id }));
+          expectOk(await bob.client.post('/ack', { signal_id: id, outcome: 'completed' }));
+        }));
+      const got = await ok(bob.client, 'workflow.next', { lease_ms: 30000 });
+      expect(got.signal).toMatchObject({ id: waiting.id, claimed_by: bob.id, delivery_state: 'leased' });
+      expect((await ok(bob.client, 'workflow.next', {})).signal).toBeNull();
+      // a failed ack hands the task back: it is open again for the next call
+      expectOk(await bob.client.post('/ack', { signal_id: waiting.id, outcome: 'failed' }));
+      expect((await ok(bob.client, 'workflow.next', {})).signal).toMatchObject({ id: waiting.id, claimed_by: bob.id });
+    });
+
+    it('open tasks of a data dir from before the open-task index are indexed once at startup', async () => {
+      const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
+      // as an older build left it: the task in no open-task index, no migration mark
+      const member = String(Math.round(old.urgency * 1000)).padStart(4, '0') + old.id;
+      expect((await svc.store.commit([{ op: 'index', index: `inbox:identity:${carol.id}:open-tasks`, member, remove: true }, { op: 'del', key: 'migration:open-tasks-v1' }])).ok).toBe(true);
+      const again = await startServer(svc.env);
+      try {
+        const got = await ok(new Client(again.url, carol.key), 'workflow.next', {});
+        expect(got.signal).toMatchObject({ id: old.id, claimed_by: carol.id });
+      } finally {
+        await again.close();
+      }
     });
 
     it('handoff.create completes or releases the caller claim, then emits the structured task', async () => {

@@ -1,0 +1,35 @@
+/**
+ * The open-task indexes (`signalIndexes.openTasks`) are derived from each signal's state on every commit. A
+ * data dir from before them holds open tasks in none: they are indexed once at startup, each in a commit
+ * checked against the record's version, so a task claimed meanwhile is never listed as open.
+ */
+import { actorKey, type ActorRecord } from '../runtime/runtime.js';
+import type { Store } from '../store/port.js';
+import { forEachPage } from '../store/scan.js';
+import type { SignalContext } from '../../actors/signal.js';
+import { inboxesOf, inboxMember, isOpenTask, SIGNAL, signalIndexes } from './kind.js';
+
+const DONE = 'migration:open-tasks-v1';
+const TRIES = 3;
+
+export async function indexOpenTasksOnce(store: Store): Promise<number> {
+  if (await store.get(DONE)) return 0;
+  let indexed = 0;
+  for (const state of ['pending', 'delivered'])
+    await forEachPage(store, signalIndexes.byState(state), async (ids) => {
+      for (const id of ids) if (await indexOne(store, id)) indexed++;
+    });
+  await store.commit([{ op: 'put', key: DONE, value: { at: new Date().toISOString(), indexed } }]);
+  return indexed;
+}
+
+async function indexOne(store: Store, id: string): Promise<boolean> {
+  const key = actorKey(SIGNAL, id);
+  for (let i = 0; i < TRIES; i++) {
+    const rec = await store.get<ActorRecord<SignalContext>>(key);
+    if (!rec || !isOpenTask(rec.value.value, rec.value.context)) return false;
+    const ops = inboxesOf(rec.value.context).map((inbox) => ({ op: 'index' as const, index: signalIndexes.openTasks(inbox), member: inboxMember(rec.value.context) }));
+    if ((await store.commit([{ op: 'check', key, expect: rec.version }, ...ops])).ok) return true;
+  }
+  return false;
+}
