@@ -168,12 +168,7 @@ for (const backend of BACKENDS) {
         return `${label(r)}: no answer (${String(e)})`;
       }
       const text = await res.text();
-      let json: any;
-      try {
-        json = JSON.parse(text);
-      } catch {
-        json = undefined;
-      }
+      const json = jsonOrUndefined(text);
       expectNoLeak({ status: res.status, body: json ?? text });
       if (res.status >= 500) return `${label(r)} ${body?.subarray(0, 80).toString()}: ${res.status} ${text.slice(0, 200)}`;
       if (refused(r, res.status, json)) {
@@ -250,12 +245,7 @@ for (const backend of BACKENDS) {
         const n = ++id;
         const res = await fetch(`${svc.url}/mcp`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', id: n, method, params }) });
         const text = await res.text();
-        let json: any;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
+        const json = jsonOrUndefined(text);
         return { status: res.status, id: n, text, json };
       };
     }
@@ -419,4 +409,12 @@ for (const backend of BACKENDS) {
       sock.ws.close();
     }, 60_000);
   });
+}
+
+function jsonOrUndefined(text: string): any {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
