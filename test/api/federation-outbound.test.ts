@@ -190,6 +190,8 @@ describe('federation outbound across a restart of the sending process (embedded)
       const after = new Client(second.url, root.key);
       await until('delivered by the restarted sender', async () => (await signalOf(after, s.id)).federation.remote_id === `copy-of-${s.id}`);
       expect(rx.calls.length).toBeGreaterThan(before);
+      // the signal's FED_DELIVERED and the delivery's result are two commits: the count follows the first
+      await until('the delivery counted', async () => (await peerRow(after, peerId)).deliveries.delivered === 1);
       expect((await peerRow(after, peerId)).deliveries).toMatchObject({ delivered: 1, pending: 0 });
     } finally {
       await first.stop('SIGKILL');
