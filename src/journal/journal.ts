@@ -89,3 +89,15 @@ export function accessEndedFor(e: JournalEntry, identityId: string): AccessEnded
   const d = e.data as { identity_id: string; reason: AccessEndedReason };
   return d.identity_id === identityId ? d.reason : undefined;
 }
+
+/**
+ * `render` remembered for the last entry it was given: the hub offers one entry to every subscriber in turn,
+ * and its pushed text is the same for each, so it is made once per entry instead of once per subscriber.
+ */
+export function perEntry(render: (e: JournalEntry, seq: number) => string): (e: JournalEntry, seq: number) => string {
+  let last: { e: JournalEntry; seq: number; text: string } | undefined;
+  return (e, seq) => {
+    if (last?.e !== e || last.seq !== seq) last = { e, seq, text: render(e, seq) };
+    return last.text;
+  };
+}

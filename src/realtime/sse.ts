@@ -11,7 +11,7 @@ import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
-import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
 import { accessEnds, Audience } from './audience.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
@@ -133,14 +133,8 @@ class Stream implements Subscriber {
   }
 }
 
-
-let lastEvent: { e: JournalEntry; seq: number; text: string } | undefined;
-/** An entry's SSE event is the same text for every stream the hub offers it to: serialised once per entry. */
-function eventText(e: JournalEntry, seq: number): string {
-  if (lastEvent?.e === e && lastEvent.seq === seq) return lastEvent.text;
-  lastEvent = { e, seq, text: `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n` };
-  return lastEvent.text;
-}
+/** an entry's SSE event: the same text for every stream */
+const eventText = perEntry((e, seq) => `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
 
 export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void): void {
   app.get('/signals/stream', (res, req) => {

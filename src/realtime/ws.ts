@@ -10,7 +10,7 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
-import { frameOf, type JournalEntry } from '../journal/journal.js';
+import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
 import { accessEnds, accessError, Audience, type Filters } from './audience.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
@@ -37,14 +37,11 @@ export type WsOp = (typeof WS_OPS)[number];
 const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
 export const MAX_PENDING_OPS = 64;
-let lastFrame: { e: JournalEntry; seq: number; text: string } | undefined;
-/** An entry's push frame is the same text for every socket the hub offers it to: serialised once per entry. */
-function frameText(e: JournalEntry, seq: number): string {
-  if (lastFrame?.e === e && lastFrame.seq === seq) return lastFrame.text;
+/** an entry's push frame: the same text for every socket */
+const frameText = perEntry((e, seq) => {
   const { subject, data } = frameOf(e);
-  lastFrame = { e, seq, text: JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) }) };
-  return lastFrame.text;
-}
+  return JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) });
+});
 
 /** uWS `send()` results */
 const DROPPED = 2;

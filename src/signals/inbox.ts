@@ -98,14 +98,14 @@ export class Inbox {
           ...(scope.has('ring') ? reach.rings.map(signalIndexes.ringInbox) : []),
         ];
     // an any_one signal someone else took has left this inbox
-    return this.read(p, who, q.ack_overdue === true ? [receiptIndexes.ackOverdue(who.id)] : indexes, (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), q, before, limit, true);
+    return this.read(p, who, q.ack_overdue === true ? [receiptIndexes.ackOverdue(who.id)] : indexes, visibleTo(who, reach), q, before, limit, true);
   }
 
   /** The caller's inbox narrowed to tasks still open for a claim, most urgent first; reading marks nothing delivered. */
   async openTasks(p: Principal, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
     const reach = await this.reachOf(p.identity.id);
     const who = p.identity;
-    return this.read(p, who, reach.indexes.map(signalIndexes.openTasks), (c, taker) => reaches(c, who, reach) && (taker === undefined || taker === who.id), { types: ['task'] }, before, limit, false);
+    return this.read(p, who, reach.indexes.map(signalIndexes.openTasks), visibleTo(who, reach), { types: ['task'] }, before, limit, false);
   }
 
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
@@ -195,3 +195,7 @@ function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
     (q.min_urgency === undefined || c.urgency >= q.min_urgency)
   );
 }
+
+/** What an identity's inbox shows: what reaches it, less an any_one signal someone else took. */
+const visibleTo = (who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }) => (c: SignalContext, taker: string | undefined) =>
+  reaches(c, who, reach) && (taker === undefined || taker === who.id);
