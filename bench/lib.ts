@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -69,7 +69,9 @@ export async function spawnListening(label: string, args: string[], env: Record<
     let buf = '';
     let found = false;
     const timer = setTimeout(() => reject(new Error(`${label} did not start in 60 s:\n${buf}${stderr}`)), 60_000);
+    const copy = process.env.BENCH_SERVICE_STDOUT;
     proc.stdout!.on('data', (d) => {
+      if (copy) appendFileSync(copy, d);
       if (found) return;
       buf += d;
       const m = buf.split('\n').find((l) => l.includes(`"msg":"${msg}"`) && /"port":\d+/.test(l));
@@ -107,7 +109,8 @@ export async function startService(backend: Backend, env: Record<string, string>
     extra.REDIS_URL = redisUrl;
     extra.REDIS_PREFIX ??= 'bench' + randomBytes(4).toString('hex');
   }
-  const { port, proc } = await spawnListening(`service (${backend})`, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', ...extra, ...env }, 'service listening');
+  const extraArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const { port, proc } = await spawnListening(`service (${backend})`, [...extraArgs, ...nodeArgs, '--import', 'tsx', 'src/main.ts'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', ...extra, ...env }, 'service listening');
   return { url: `http://127.0.0.1:${port}`, proc, redisUrl };
 }
 

@@ -5,7 +5,8 @@
  * (prom-client's monitorEventLoopDelay, reset by each scrape). Load runs in bench/push-load.ts.
  *
  * Env: BENCH_BACKENDS (embedded,redis), BENCH_AGENTS (1000), BENCH_RATES (250,500,1000,2000,4000: tried in
- * order until p99 >= 50 ms), BENCH_SECONDS (30 at the first rate, which is the target's; 10 after).
+ * order until p99 >= 50 ms), BENCH_SECONDS (30 at the first rate, which is the target's; 10 after),
+ * BENCH_CPU_PROF (dir: a V8 CPU profile of each service; `bench/profile-stalls.ts` lists its long tasks).
  */
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
@@ -18,10 +19,11 @@ const AGENTS = intEnv('BENCH_AGENTS', 1000, 1);
 const RATES = (process.env.BENCH_RATES ?? '1000,250,500,2000,4000').split(',').map(Number);
 const SECONDS = intEnv('BENCH_SECONDS', 30, 1);
 const TARGET = { embedded: 10, redis: 20 } as const;
+const PROF = process.env.BENCH_CPU_PROF;
 
 await main(async () => {
   for (const backend of BACKENDS) {
-    const svc = await startService(backend);
+    const svc = await startService(backend, {}, PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}/${backend}`] : []);
     const root = await bootstrap(svc.url, 'bench');
     process.stderr.write(`push (${backend}): creating ${AGENTS} agents ... `);
     const list = (await agents(svc.url, root.key, AGENTS, 'agent')).map((a) => ({ ...a, url: svc.url }));

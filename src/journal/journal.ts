@@ -43,6 +43,21 @@ export type JournalEntry = SignalEntry | EventEntry;
 
 export const isSignalEntry = (e: JournalEntry): e is SignalEntry => 'signal' in e;
 
+/**
+ * The only identities an entry can be shown to, besides all-seeing streams; undefined when a broadcast, a
+ * role, a ring or every member may see it. The hub offers a narrow entry to those identities' sockets alone
+ * (it must name everyone `Audience.wants` could accept: the recipient, and the sender and claimer of an update).
+ */
+export function shownOnlyTo(e: JournalEntry): (string | null)[] | undefined {
+  if (isSignalEntry(e)) {
+    const s = e.signal;
+    const wide = e.route.role_id !== null || e.route.ring_id !== null || (s.to_identity === null && !s.to_peer);
+    return wide ? undefined : [s.to_identity, s.from_identity, s.claimed_by];
+  }
+  const a = e.audience;
+  return a.members || a.roles?.length || a.rings?.length ? undefined : (a.identities ?? []);
+}
+
 /** The subject and data a push frame carries. */
 export const frameOf = (e: JournalEntry): { subject: string; data: unknown } => (isSignalEntry(e) ? { subject: 'signal', data: e.signal } : { subject: e.subject, data: e.data });
 

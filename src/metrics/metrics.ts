@@ -20,6 +20,9 @@ export interface RequestDone {
   identityId?: string;
 }
 
+/** how often the event-loop delay is sampled: the reported delays include it (an idle loop shows this much) */
+export const LOOP_DELAY_RESOLUTION_MS = 20;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests: Counter<'method' | 'route' | 'status'>;
@@ -35,7 +38,7 @@ export class Metrics {
   constructor(store: Store) {
     const registers = [this.registry];
     // includes nodejs_eventloop_lag_seconds and the event loop delay percentiles
-    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 20 });
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: LOOP_DELAY_RESOLUTION_MS });
     this.registry.setDefaultLabels({ backend: store.backend });
     this.httpRequests = new Counter({ name: 'svc_http_requests_total', help: 'HTTP requests answered, by route pattern and status', labelNames: ['method', 'route', 'status'], registers });
     this.httpDuration = new Histogram({

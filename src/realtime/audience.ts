@@ -72,6 +72,11 @@ export class Audience {
     public filters: Filters = {},
   ) {}
 
+  /** The identity whose entries this audience is shown; undefined when it sees everything. */
+  get identityId(): string | undefined {
+    return this.seesAll ? undefined : this.principal.identity.id;
+  }
+
   /** A new signal that lands in this identity's inbox (push marks it delivered). */
   isRecipient(e: JournalEntry): boolean {
     if (!isSignalEntry(e)) return false;

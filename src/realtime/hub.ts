@@ -11,7 +11,7 @@
  */
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { JOURNAL_LOG, type JournalEntry } from '../journal/journal.js';
+import { JOURNAL_LOG, shownOnlyTo, type JournalEntry } from '../journal/journal.js';
 import type { LogEntry, Store } from '../store/port.js';
 
 const REPLAY_PAGE = 500;
@@ -28,6 +28,8 @@ export interface Subscriber {
   lastSeq: number;
   /** false once closed: a closed subscriber is never attached */
   readonly open: boolean;
+  /** the one identity whose entries this subscriber can want; absent for one that may want any entry (an admin's stream) */
+  readonly identityId?: string;
   /** sync: whether this subscriber is shown the entry (at `seq`) */
   wants(e: JournalEntry, seq: number): boolean;
   deliver(e: JournalEntry, seq: number): Delivery;
@@ -47,6 +49,9 @@ interface Slot {
 
 export class Hub {
   private slots = new Map<Subscriber, Slot>();
+  /** the slots of subscribers without an identity (offered every entry), and the others by identity */
+  private wide = new Set<Slot>();
+  private byIdentity = new Map<string, Set<Slot>>();
   private lastSeq = 0;
   private chain: Promise<void> = Promise.resolve();
   private unsubscribe: (() => Promise<void>) | undefined;
@@ -149,11 +154,29 @@ export class Hub {
   private fanOut(e: LogEntry<JournalEntry>): void {
     if (e.seq <= this.lastSeq) return;
     this.lastSeq = e.seq;
-    for (const slot of this.slots.values()) {
-      // a catching-up subscriber reads this entry from the journal when it gets there
-      if (slot.pump || this.offer(slot, e) !== 'full') continue;
-      slot.pump = this.pump(slot);
+    const only = shownOnlyTo(e.entry);
+    if (!only) {
+      for (const slot of this.slots.values()) this.offerLive(slot, e);
+      return;
     }
+    for (const slot of this.wide) this.offerLive(slot, e);
+    for (let i = 0; i < only.length; i++) {
+      const id = only[i];
+      // the same identity named twice (a signal to its own sender) is offered once
+      if (id === null || only.indexOf(id) < i) continue;
+      const slots = this.byIdentity.get(id);
+      if (slots) for (const slot of slots) this.offerLive(slot, e);
+    }
+  }
+
+  /**
+   * A live subscriber was not offered the entries since its position that it could not want (they named
+   * other identities): it has passed them. A catching-up one reads this entry from the journal when it gets there.
+   */
+  private offerLive(slot: Slot, e: LogEntry<JournalEntry>): void {
+    if (slot.pump) return;
+    if (slot.sub.lastSeq < e.seq - 1) slot.sub.lastSeq = e.seq - 1;
+    if (this.offer(slot, e) === 'full') slot.pump = this.pump(slot);
   }
 
   /** Offers one entry; the subscriber's position moves only past an entry it sent or does not want. */
@@ -218,6 +241,7 @@ export class Hub {
     if (!sub.open || this.slots.has(sub)) return;
     const slot: Slot = { sub };
     this.slots.set(sub, slot);
+    this.index(slot);
     if (after === undefined) {
       sub.lastSeq = this.lastSeq;
       return;
@@ -243,13 +267,30 @@ export class Hub {
   }
 
   detach(sub: Subscriber): void {
+    const slot = this.slots.get(sub);
+    if (!slot) return;
     this.slots.delete(sub);
+    const id = sub.identityId;
+    if (id === undefined) return void this.wide.delete(slot);
+    const slots = this.byIdentity.get(id);
+    slots?.delete(slot);
+    if (slots?.size === 0) this.byIdentity.delete(id);
+  }
+
+  private index(slot: Slot): void {
+    const id = slot.sub.identityId;
+    if (id === undefined) return void this.wide.add(slot);
+    const slots = this.byIdentity.get(id);
+    if (slots) slots.add(slot);
+    else this.byIdentity.set(id, new Set([slot]));
   }
 
   async stop(): Promise<void> {
     clearInterval(this.catchUp);
     await this.unsubscribe?.();
     this.slots.clear();
+    this.wide.clear();
+    this.byIdentity.clear();
   }
 }
 

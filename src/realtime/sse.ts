@@ -70,6 +70,10 @@ class Stream implements Subscriber {
     return !this.done;
   }
 
+  get identityId(): string | undefined {
+    return this.audience.identityId;
+  }
+
   /** An ended access ends the stream whatever its filters; EventSource's reconnect is then refused. */
   wants(e: JournalEntry, seq: number): boolean {
     if (accessEnds(e, seq, this.principal.identity.id, this.verifiedAt)) {

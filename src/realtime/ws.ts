@@ -90,6 +90,10 @@ class Connection implements Subscriber {
     return !this.closed;
   }
 
+  get identityId(): string | undefined {
+    return this.audience.identityId;
+  }
+
   /** An ended access closes the socket whatever its filters. */
   wants(e: JournalEntry, seq: number): boolean {
     const ended = accessEnds(e, seq, this.audience.principal.identity.id, this.verifiedAt);
