@@ -13,7 +13,7 @@ import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
-import { idOfInboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { idOfInboxMember, isOpenTask, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
@@ -101,11 +101,31 @@ export class Inbox {
     return this.read(p, who, q.ack_overdue === true ? [receiptIndexes.ackOverdue(who.id)] : indexes, visibleTo(who, reach), q, before, limit, true);
   }
 
-  /** The caller's inbox narrowed to tasks still open for a claim, most urgent first; reading marks nothing delivered. */
-  async openTasks(p: Principal, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
+  /**
+   * The caller's tasks still open for a claim, most urgent first (equal urgency in random order, so concurrent
+   * callers start on different ones), as its inbox shows them; reading marks nothing delivered. A few index
+   * members are read per step and a signal is loaded only when the walk reaches it, so finding the first
+   * costs a handful of reads however many tasks are open. `skip` passes over tasks without reading them.
+   */
+  async *openTasks(p: Principal, skip: (signalId: string) => boolean): AsyncGenerator<ActorRecord<SignalContext>> {
     const reach = await this.reachOf(p.identity.id);
-    const who = p.identity;
-    return this.read(p, who, reach.indexes.map(signalIndexes.openTasks), visibleTo(who, reach), { types: ['task'] }, before, limit, false);
+    const visible = visibleTo(p.identity, reach);
+    const indexes = reach.indexes.map(signalIndexes.openTasks);
+    let before: string | undefined;
+    for (;;) {
+      const lists = await Promise.all(indexes.map((index) => this.rt.store.range(index, { lt: before, reverse: true, limit: OPEN_TASK_STEP })));
+      const members = [...new Set(lists.flat())].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)).slice(0, OPEN_TASK_STEP);
+      if (!members.length) return;
+      before = members[members.length - 1];
+      for (const id of spreadTies(members).map(idOfInboxMember)) {
+        if (skip(id)) continue;
+        const [[signal], [receipt]] = await Promise.all([this.rt.loadMany<SignalContext>(SIGNAL, [id]), this.rt.loadMany<ReceiptContext>(RECEIPT, [receiptId(p.identity.id, id)])]);
+        if (!signal || !isOpenTask(signal.value, signal.context)) continue;
+        const [taker] = await takersOf(this.rt.store, [signal.context]);
+        if (visible(signal.context, taker) && !outOfScope(p.key, signal.context) && matchesInbox({ signal, receipt, taker }, {})) yield signal;
+      }
+      if (members.length < OPEN_TASK_STEP) return;
+    }
   }
 
   async roleInbox(p: Principal, roleName: string, q: InboxQuery, before: string | undefined, limit: number): Promise<Scanned<InboxItem>> {
@@ -197,5 +217,23 @@ function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
 }
 
 /** What an identity's inbox shows: what reaches it, less an any_one signal someone else took. */
+/** index members read per step of the open-task walk */
+const OPEN_TASK_STEP = 32;
+
+/** Members of equal urgency (their first four characters) in random order. */
+function spreadTies(members: string[]): string[] {
+  const out = [...members];
+  for (let start = 0; start < out.length; ) {
+    let end = start + 1;
+    while (end < out.length && out[end].slice(0, 4) === out[start].slice(0, 4)) end++;
+    for (let i = end - 1; i > start; i--) {
+      const j = start + Math.floor(Math.random() * (i - start + 1));
+      [out[i], out[j]] = [out[j], out[i]];
+    }
+    start = end;
+  }
+  return out;
+}
+
 const visibleTo = (who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }) => (c: SignalContext, taker: string | undefined) =>
   reaches(c, who, reach) && (taker === undefined || taker === who.id);

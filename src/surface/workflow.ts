@@ -16,7 +16,7 @@ import type { Workstreams } from '../workstreams/service.js';
 import type { Reservations } from '../reservations/service.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
-export const SCAN = { page: 100, nextPage: 20, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
+export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
 
 /** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
 const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
@@ -62,6 +62,8 @@ export interface SurfaceServices {
 
 export class Workflow {
   private parts: Record<string, ResumePart>;
+  /** tasks a workflow.next of this process is claiming right now */
+  private claiming = new Set<string>();
 
   constructor(private s: SurfaceServices) {
     this.parts = {
@@ -126,25 +128,25 @@ export class Workflow {
 
   /**
    * Claims the most urgent open task the caller may take; a claim lost to another agent moves on to the next.
-   * Every page of the open-task indexes holds only open tasks, so the walk ends when they do.
+   * A task another caller of this process is claiming is passed over, so concurrent callers do not race
+   * each other for the head; one on another instance may still win a race, which moves this one on.
    */
   async next(p: Principal, q: { task_types?: string[]; lease_ms?: number }): Promise<{ signal: Signal | null }> {
     this.s.signals.requireMember(p);
-    let after: string | undefined;
-    for (;;) {
-      const res = await this.s.inbox.openTasks(p, after, SCAN.nextPage);
-      for (const item of spreadTies(res.items)) {
-        if (item.task_status !== 'open' || (item.delivery_state !== 'pending' && item.delivery_state !== 'delivered')) continue;
-        if (q.task_types?.length && !q.task_types.includes(item.payload?.task_type as string)) continue;
-        try {
-          return { signal: await this.s.signals.claim(p, item.id, q.lease_ms) };
-        } catch (e) {
-          if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
-        }
+    for await (const task of this.s.inbox.openTasks(p, (id) => this.claiming.has(id))) {
+      const id = task.context.id;
+      if (q.task_types?.length && !q.task_types.includes(task.context.payload?.task_type as string)) continue;
+      if (this.claiming.has(id)) continue;
+      this.claiming.add(id);
+      try {
+        return { signal: await this.s.signals.claim(p, id, q.lease_ms) };
+      } catch (e) {
+        if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+      } finally {
+        this.claiming.delete(id);
       }
-      if (res.cursor === null) return { signal: null };
-      after = res.cursor;
     }
+    return { signal: null };
   }
 
   /**
@@ -191,19 +193,4 @@ export class Workflow {
     }
     return out;
   }
-}
-
-/** Tasks of equal urgency in random order: concurrent callers start on different ones instead of all racing for the first. */
-function spreadTies<T extends { urgency: number }>(items: T[]): T[] {
-  const out = [...items];
-  for (let start = 0; start < out.length; ) {
-    let end = start + 1;
-    while (end < out.length && out[end].urgency === out[start].urgency) end++;
-    for (let i = end - 1; i > start; i--) {
-      const j = start + Math.floor(Math.random() * (i - start + 1));
-      [out[i], out[j]] = [out[j], out[i]];
-    }
-    start = end;
-  }
-  return out;
 }

@@ -234,6 +234,24 @@ for (const backend of BACKENDS) {
       expect((await ok(bob.client, 'workflow.next', {})).signal).toMatchObject({ id: waiting.id, claimed_by: bob.id });
     });
 
+    it('workflow.next walks past tasks the caller may not take, leaves out the ones it resolved, and hands concurrent callers distinct tasks', async () => {
+      // 40 more urgent tasks only bob may take (rust) sit ahead of carol's one: more than one step of the walk
+      const rustOnly = [];
+      for (let i = 0; i < 40; i += 20)
+        rustOnly.push(...(await Promise.all(Array.from({ length: 20 }, (_, j) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `rust ${i + j}`, to_role: 'Builder', urgency: 0.9, target_capabilities: ['rust'] })))));
+      const resolved = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'carol resolved it', to_identity: carol.id, urgency: 0.5 });
+      const hers = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'for carol', to_identity: carol.id, urgency: 0.1 });
+      expectOk(await carol.client.post('/inbox/resolve', { signal_id: resolved.id }));
+      expect((await ok(carol.client, 'workflow.next', {})).signal).toMatchObject({ id: hers.id, claimed_by: carol.id });
+      expect((await ok(carol.client, 'workflow.next', {})).signal).toBeNull();
+
+      // 40 callers at once for bob's 40 tasks: each claims one, none twice, none comes back empty
+      const got = await Promise.all(rustOnly.map(() => ok(bob.client, 'workflow.next', {})));
+      expect(got.every((g) => g.signal !== null)).toBe(true);
+      expect(new Set(got.map((g) => g.signal.id))).toEqual(new Set(rustOnly.map((s) => s.id)));
+      expect((await ok(bob.client, 'workflow.next', {})).signal).toBeNull();
+    });
+
     it('open tasks of a data dir from before the open-task index are indexed once at startup', async () => {
       const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
       // as an older build left it: the task in no open-task index, no migration mark
