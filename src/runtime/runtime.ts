@@ -89,6 +89,8 @@ export interface SendOptions<C> {
    * the previous record. Called again on every attempt, so reads it makes are fresh; an error it throws ends the send.
    */
   extra?: (rec: ActorRecord<C>, prev: ActorRecord<C>) => Op[] | Promise<Op[]>;
+  /** the stored record the caller has just read: the first attempt starts from it instead of reading again (a stale one fails its version check and is read afresh) */
+  loaded?: Versioned<ActorRecord<C>>;
 }
 
 const MAX_RETRIES = 50;
@@ -195,7 +197,7 @@ export class Runtime {
     const key = actorKey(k.name, id);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       await pause(backoffMs(attempt));
-      const stored = await this.store.get<ActorRecord<C>>(key);
+      const stored = attempt === 0 && opts.loaded ? opts.loaded : await this.store.get<ActorRecord<C>>(key);
       const cur = stored ?? (opts.create ? { version: 0, value: opts.create() } : undefined);
       if (!cur) {
         if (opts.quiet) return undefined;

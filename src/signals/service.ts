@@ -11,7 +11,7 @@ import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Claim, IdempotencyRecords } from '../store/idempotency.js';
-import type { Op } from '../store/port.js';
+import type { Op, Versioned } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
@@ -305,25 +305,34 @@ export class Signals {
   }
 
   async load(id: string, notFound: 'SIGNAL_NOT_FOUND' | 'SIGNAL_ACK_NOT_FOUND' = 'SIGNAL_NOT_FOUND'): Promise<ActorRecord<SignalContext>> {
+    return (await this.loadStored(id, notFound)).value;
+  }
+
+  /** The record with its stored version, for a send that starts from it. */
+  private async loadStored(id: string, notFound: 'SIGNAL_NOT_FOUND' | 'SIGNAL_ACK_NOT_FOUND' = 'SIGNAL_NOT_FOUND'): Promise<Versioned<ActorRecord<SignalContext>>> {
     const r = await this.rt.load<SignalContext>(SIGNAL, id);
     if (!r) throw new AppError(notFound);
-    return r.value;
+    return r;
   }
 
   async claim(p: Principal, signalId: string, leaseMs?: number): Promise<Signal> {
     this.requireMember(p);
-    const cur = await this.load(signalId);
+    const stored = await this.loadStored(signalId);
+    const cur = stored.value;
     assertInScope(p.key, cur.context);
     // the origin of a federated task decides who holds it: its refusal is this claim's refusal
-    if (cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id)) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs });
+    const forwarded = cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id);
+    if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
+    // after a forwarded claim the record may have moved meanwhile (the origin's answer): read it again
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs }, forwarded ? {} : { loaded: stored });
     return signalView(c!.record);
   }
 
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
     this.requireMember(p);
-    assertInScope(p.key, (await this.load(signalId, 'SIGNAL_ACK_NOT_FOUND')).context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
+    const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
+    assertInScope(p.key, stored.value.context);
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }
