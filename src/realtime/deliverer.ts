@@ -1,4 +1,8 @@
-/** Marks pushed signals delivered, once per signal and process (a role of many sockets makes one attempt). */
+/**
+ * Marks pushed signals delivered, once per signal and process (a role of many sockets makes one attempt). The
+ * marks of one event-loop turn go out together after its I/O (the emits that arrived in it come first), with
+ * one read for all of them.
+ */
 import { now } from '../clock.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import type { Signals } from '../signals/service.js';
@@ -11,6 +15,7 @@ export const DELIVERED_MAX = 10_000;
 
 export class Deliverer {
   private recent: Lru<string, number>;
+  private queued = new Set<string>();
   constructor(
     private signals: Signals,
     max = DELIVERED_MAX,
@@ -31,6 +36,13 @@ export class Deliverer {
     const at = this.recent.get(signalId);
     if (at !== undefined && now() - at < FORGET_MS) return;
     this.recent.set(signalId, now());
-    void this.signals.deliver(signalId).catch(() => this.recent.delete(signalId));
+    if (this.queued.size === 0) setImmediate(() => this.flush());
+    this.queued.add(signalId);
+  }
+
+  private flush(): void {
+    const ids = [...this.queued];
+    this.queued.clear();
+    void this.signals.deliver(ids).catch(() => ids.forEach((id) => this.recent.delete(id)));
   }
 }

@@ -171,8 +171,12 @@ export class Runtime {
   }
 
   async loadMany<C>(kind: string, ids: string[]): Promise<(ActorRecord<C> | undefined)[]> {
-    const rows = await this.store.getMany<ActorRecord<C>>(ids.map((id) => actorKey(kind, id)));
-    return rows.map((r) => r?.value);
+    return (await this.loadStoredMany<C>(kind, ids)).map((r) => r?.value);
+  }
+
+  /** The records with their stored versions, in one read (a send may start from each: `SendOptions.loaded`). */
+  loadStoredMany<C>(kind: string, ids: string[]): Promise<(Versioned<ActorRecord<C>> | undefined)[]> {
+    return this.store.getMany<ActorRecord<C>>(ids.map((id) => actorKey(kind, id)));
   }
 
   /** Ops that create an actor in its initial state with the given context (expect absent). */

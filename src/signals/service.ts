@@ -370,8 +370,10 @@ export class Signals {
   }
 
   /** pending → delivered after a push to a recipient; no-op when already past pending. */
-  async deliver(id: string): Promise<void> {
-    await this.rt.send<SignalContext>(SIGNAL, id, { type: 'DELIVER' }, { quiet: true });
+  /** Marks pushed signals delivered: one read for all of them, then a send per signal still pending (each its own commit, joined by group commit). */
+  async deliver(ids: string[]): Promise<void> {
+    const rows = await this.rt.loadStoredMany<SignalContext>(SIGNAL, ids);
+    await Promise.all(rows.map((r, i) => (r?.value.value === 'pending' ? this.rt.send<SignalContext>(SIGNAL, ids[i], { type: 'DELIVER' }, { quiet: true, loaded: r }) : undefined)));
   }
 
   /** pending → delivered on first read by a recipient; a signal already past pending is left alone. */
