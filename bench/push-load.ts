@@ -7,6 +7,7 @@
  * Prints one JSON line of figures.
  */
 import { readFileSync } from 'node:fs';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Agent, request } from 'node:http';
 import WebSocket from 'ws';
 import { intEnv, percentile } from './lib.js';
@@ -76,6 +77,9 @@ async function tail(): Promise<object> {
   const post: number[] = [];
   let sent = 0;
   let non2xx = 0;
+  // this process's own stalls delay both what it sends and what it timestamps on arrival: reported beside the figures
+  const lag = monitorEventLoopDelay({ resolution: 10 });
+  lag.enable();
   const start = performance.now();
   const emits: Promise<void>[] = [];
   // open loop: each 10 ms tick sends what the rate owes by now, whatever the answers do
@@ -99,10 +103,12 @@ async function tail(): Promise<object> {
     await sleep(10);
   }
   await Promise.all(emits);
+  lag.disable();
   for (let i = 0; i < 200 && waiting.size; i++) await sleep(25);
+  const stall = (ns: number) => round(Math.max(0, ns / 1e6 - 10));
   const a = sorted(e2r);
   const p = sorted(post);
-  return { sent, received: e2r.length, lost: sent - non2xx - e2r.length, non2xx, rate, seconds, e2r_p50_ms: round(percentile(a, 50)), e2r_p99_ms: round(percentile(a, 99)), post_p50_ms: round(percentile(p, 50)), post_p99_ms: round(percentile(p, 99)) };
+  return { sent, received: e2r.length, lost: sent - non2xx - e2r.length, non2xx, rate, seconds, e2r_p50_ms: round(percentile(a, 50)), e2r_p99_ms: round(percentile(a, 99)), post_p50_ms: round(percentile(p, 50)), post_p99_ms: round(percentile(p, 99)), load_stall_p99_ms: stall(lag.percentile(99)), load_stall_max_ms: stall(lag.max) };
 }
 
 async function fanout(sockets: number): Promise<object> {

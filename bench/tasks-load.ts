@@ -5,7 +5,8 @@
  * until none is left. Mode "bullmq": a BullMQ queue of TASKS_N jobs on TASKS_REDIS, processed by one
  * Worker of concurrency TASKS_WORKERS. Mode "next": the same workers call the JSON-RPC method workflow.next
  * (POST /rpc: the service picks and claims the most urgent open task) and ack with POST /ack, until
- * workflow.next answers {signal: null}. Mode "nats": a JetStream stream with WorkQueue retention on
+ * workflow.next answers {signal: null}; mode "loop" the same with complete_claim of the previous task instead
+ * of POST /ack (one request per task). Mode "nats": a JetStream stream with WorkQueue retention on
  * TASKS_NATS, TASKS_N messages, one durable pull consumer read by TASKS_WORKERS concurrent loops, each
  * taking one message at a time and acking it with a confirmed ack (ackAck). Prints one JSON line: tasks, seconds, tasks/s, and the exactly-once
  * check (every task completed once, none twice).
@@ -115,27 +116,37 @@ async function bullmq(): Promise<object> {
   return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), exactly_once: done.size === N && twice === 0 };
 }
 
-async function next(): Promise<object> {
+/** Mode "next": workflow.next then POST /ack per task. Mode "loop": workflow.next with complete_claim of the previous task, one request per task. */
+async function next(loop = false): Promise<object> {
   const keys = JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[];
   const done = new Map<string, number>();
   let calls = 0;
   let failures = 0;
   let empty = 0;
+  const completed = (id: string) => done.set(id, (done.get(id) ?? 0) + 1);
   const start = performance.now();
   await Promise.all(
     keys.map(async (key, w) => {
+      let held: string | undefined;
       for (let n = 0; ; n++) {
         calls++;
-        const r = await call('POST', '/rpc', key, { jsonrpc: '2.0', id: `${w}-${n}`, method: 'workflow.next', params: {} });
+        const params = loop && held ? { complete_claim: held } : {};
+        const r = await call('POST', '/rpc', key, { jsonrpc: '2.0', id: `${w}-${n}`, method: 'workflow.next', params });
         if (r.status !== 200 || r.body?.error) throw new Error(`workflow.next answered ${r.status}: ${JSON.stringify(r.body)}`);
-        const signal = r.body.result.signal as { id: string } | null;
+        const { signal, claim } = r.body.result as { signal: { id: string } | null; claim?: { id: string; task_status: string } };
+        if (held && loop) {
+          if (claim?.id === held && claim.task_status === 'completed') completed(held);
+          else failures++;
+        }
+        held = signal?.id;
         if (!signal) {
           empty++;
           return;
         }
+        if (loop) continue;
         const a = await call('POST', '/ack', key, { signal_id: signal.id, outcome: 'completed' });
         if (a.status !== 200) failures++;
-        else done.set(signal.id, (done.get(signal.id) ?? 0) + 1);
+        else completed(signal.id);
       }
     }),
   );
@@ -182,7 +193,7 @@ async function nats(): Promise<object> {
   return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), left_in_stream: left, twice, exactly_once: done.size === N && twice === 0 && left === 0 };
 }
 
-const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next, nats };
+const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next: () => next(), loop: () => next(true), nats };
 if (!modes[mode]) throw new Error(`unknown TASKS_MODE ${mode}`);
 const out = await modes[mode]();
 agent.destroy();

@@ -4,11 +4,12 @@
  * and NATS JetStream work-queue pull consumers (a private nats-server), all in the same run, each verified
  * exactly-once. Two ways for the service's workers:
  *   claim: list open tasks (GET /signals/list?delivery_state=pending), POST /claim one (lost races move on), ack;
- *   next:  JSON-RPC workflow.next over POST /rpc (the service picks and claims), then POST /ack.
+ *   next:  JSON-RPC workflow.next over POST /rpc (the service picks and claims), then POST /ack;
+ *   loop:  workflow.next with complete_claim of the previous task: one request per task.
  * Each way runs on a fresh service (its own REDIS_PREFIX) on the same private redis-server, with its own
  * BENCH_TASKS tasks. Load runs in bench/tasks-load.ts (its own process).
  *
- * Env: BENCH_TASKS (10000), BENCH_WORKERS (50), BENCH_TASK_MODES (claim,next,bullmq,nats).
+ * Env: BENCH_TASKS (10000), BENCH_WORKERS (50), BENCH_TASK_MODES (claim,next,loop,bullmq,nats).
  */
 import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
@@ -19,7 +20,7 @@ import { agents } from './push-agents.js';
 
 const N = intEnv('BENCH_TASKS', 10_000, 1);
 const WORKERS = intEnv('BENCH_WORKERS', 50, 1);
-const MODES = (process.env.BENCH_TASK_MODES ?? 'claim,next,bullmq,nats').split(',').map((m) => m.trim());
+const MODES = (process.env.BENCH_TASK_MODES ?? 'claim,next,loop,bullmq,nats').split(',').map((m) => m.trim());
 
 interface Result {
   tasks: number;
@@ -34,7 +35,7 @@ await main(async () => {
   const env = { TASKS_N: String(N), TASKS_WORKERS: String(WORKERS) };
   const service: Record<string, Result> = {};
 
-  for (const mode of MODES.filter((m) => m === 'claim' || m === 'next')) {
+  for (const mode of MODES.filter((m) => m === 'claim' || m === 'next' || m === 'loop')) {
     const svc = await startService('redis', {}, [], redis.url);
     const root = await bootstrap(svc.url, 'bench');
     const workers = await agents(svc.url, root.key, WORKERS, 'worker');
@@ -43,7 +44,7 @@ await main(async () => {
     process.stderr.write(`tasks (${mode}): producing ${N} ... `);
     await runLoad('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: 'produce', TASKS_ADMIN_KEY: root.key });
     process.stderr.write('running\n');
-    service[mode] = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: mode === 'claim' ? 'http' : 'next', TASKS_KEYS: file });
+    service[mode] = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: mode === 'claim' ? 'http' : mode, TASKS_KEYS: file });
     await stopChild(svc.proc);
   }
 
@@ -63,7 +64,7 @@ await main(async () => {
   }
 
   const ratio = (r: Result, base?: Result) => (base ? +(r.tasks_per_s / base.tasks_per_s).toFixed(3) : null);
-  const labels: Record<string, string> = { claim: 'service (redis, HTTP list+claim+ack)', next: 'service (redis, RPC workflow.next+ack)' };
+  const labels: Record<string, string> = { claim: 'service (redis, HTTP list+claim+ack)', next: 'service (redis, RPC workflow.next+ack)', loop: 'service (redis, RPC workflow.next with complete_claim)' };
   for (const [mode, r] of Object.entries(service)) {
     const toBull = ratio(r, bull);
     report({

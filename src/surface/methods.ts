@@ -35,7 +35,12 @@ export const SearchParams = obj({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
 });
 export const BatchEmitParams = obj({ signals: Type.Array(EmitBody.schema, { minItems: 1, maxItems: 100 }) });
-export const NextParams = obj({ task_types: Type.Optional(Type.Array(NonEmpty)), lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) });
+export const NextParams = obj({
+  task_types: Type.Optional(Type.Array(NonEmpty)),
+  lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+  complete_claim: Type.Optional(NonEmpty),
+  release_claim: Type.Optional(NonEmpty),
+});
 export const HandoffParams = obj({
   to_role: Type.Optional(NonEmpty),
   to_identity: Type.Optional(NonEmpty),
@@ -79,7 +84,7 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
     'tasks.mine': method(NoParams, 'Tasks the caller holds: {tasks: [{signal, lease_ends_at}]}.', async (p) => ({ tasks: await w.heldTasks(p) })),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
-    'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type): {signal} or {signal: null}.', (p, q) => w.next(p, q)),
+    'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type), first completing (complete_claim) or releasing (release_claim) the caller\'s current one: {signal} or {signal: null}, with {claim} when one was ended.', (p, q) => w.next(p, q)),
     ...memoryMethods(s),
     ...reservationMethods(s),
     'handoff.create': method(HandoffParams, "Hand work on as a task signal (summary, links, acceptance criteria in payload.handoff), first completing or releasing the caller's own claim: {signal, claim}.", (p, q) => w.handoff(p, q)),

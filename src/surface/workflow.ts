@@ -127,13 +127,31 @@ export class Workflow {
   }
 
   /**
-   * Claims the most urgent open task the caller may take; a claim lost to another agent moves on to the next.
-   * A task another caller of this process is claiming is passed over, so concurrent callers do not race
-   * each other for the head; one on another instance may still win a race, which moves this one on.
+   * Ends the caller's current claim when asked (so a worker loop takes one request per task, as BullMQ's
+   * `moveToFinished` hands over the next job), then claims the most urgent open task the caller may take.
    */
-  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number }): Promise<{ signal: Signal | null }> {
+  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string }): Promise<{ signal: Signal | null; claim?: Signal }> {
     this.s.signals.requireMember(p);
-    for await (const task of this.s.inbox.openTasks(p, (id) => this.claiming.has(id))) {
+    const ended = await this.endClaim(p, q);
+    // a task just handed back is left for someone else
+    const next = await this.claimNext(p, q, q.release_claim);
+    return ended ? { ...next, claim: ended } : next;
+  }
+
+  /** The caller's claim on `complete_claim` completed, or on `release_claim` handed back (a failed attempt); one of them at most. */
+  private async endClaim(p: Principal, h: { complete_claim?: string; release_claim?: string }): Promise<Signal | undefined> {
+    if (h.complete_claim !== undefined && h.release_claim !== undefined) throw new AppError('VALIDATION_INVALID_TYPE', 'complete_claim and release_claim exclude each other', { field: 'release_claim' });
+    const id = h.complete_claim ?? h.release_claim;
+    return id === undefined ? undefined : this.s.signals.ack(p, id, h.complete_claim !== undefined ? 'completed' : 'failed');
+  }
+
+  /**
+   * A claim lost to another agent moves on to the next candidate. A task another call of this process is
+   * claiming is passed over, so concurrent callers do not race each other for the head; one on another
+   * instance may still win a race, which moves this one on.
+   */
+  private async claimNext(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
+    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id))) {
       const id = task.context.id;
       if (q.task_types?.length && !q.task_types.includes(task.context.payload?.task_type as string)) continue;
       if (this.claiming.has(id)) continue;
@@ -155,10 +173,9 @@ export class Workflow {
    */
   async handoff(p: Principal, h: HandoffParams): Promise<{ signal: Signal; claim: Signal | null }> {
     if ((h.to_role === undefined) === (h.to_identity === undefined)) throw new AppError('VALIDATION_FIELD_REQUIRED', 'Exactly one of to_role or to_identity is required', { field: 'to_role' });
-    if (h.complete_claim !== undefined && h.release_claim !== undefined) throw new AppError('VALIDATION_INVALID_TYPE', 'complete_claim and release_claim exclude each other', { field: 'release_claim' });
     this.s.signals.requireMember(p);
     const claimId = h.complete_claim ?? h.release_claim;
-    const claim = claimId === undefined ? null : await this.s.signals.ack(p, claimId, h.complete_claim !== undefined ? 'completed' : 'failed');
+    const claim = (await this.endClaim(p, h)) ?? null;
     const signal = await this.s.signals.emit(p, {
       signal_type: 'task',
       content: h.content ?? h.summary,

@@ -252,6 +252,26 @@ for (const backend of BACKENDS) {
       expect((await ok(bob.client, 'workflow.next', {})).signal).toBeNull();
     });
 
+    it('workflow.next completes or releases the caller claim first, in the same call, and never hands a released task straight back', async () => {
+      const a = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'first', to_identity: carol.id, urgency: 0.9 });
+      const b = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'second', to_identity: carol.id, urgency: 0.5 });
+      expect((await ok(carol.client, 'workflow.next', {})).signal.id).toBe(a.id);
+      const step = await ok(carol.client, 'workflow.next', { complete_claim: a.id });
+      expect(step.claim).toMatchObject({ id: a.id, delivery_state: 'acked', task_status: 'completed' });
+      expect(step.signal).toMatchObject({ id: b.id, claimed_by: carol.id });
+      // released: b is open again, more urgent than nothing else, yet not taken back by this call
+      const released = await ok(carol.client, 'workflow.next', { release_claim: b.id });
+      expect(released.claim).toMatchObject({ id: b.id, delivery_state: 'pending', claimed_by: null });
+      expect(released.signal).toBeNull();
+      expect((await ok(carol.client, 'workflow.next', {})).signal).toMatchObject({ id: b.id, claimed_by: carol.id });
+
+      // ending a claim that is not the caller's refuses the whole call: bob claims nothing, the task he could take stays for carol
+      const c = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'third', to_role: 'Builder', urgency: 0.4 });
+      rpcError(await rpc(bob.client, 'workflow.next', { complete_claim: b.id }), 403, 'SIGNAL_ACK_UNAUTHORIZED', -32000);
+      rpcError(await rpc(carol.client, 'workflow.next', { complete_claim: b.id, release_claim: b.id }), 400, 'VALIDATION_INVALID_TYPE', -32602);
+      expect((await ok(carol.client, 'workflow.next', { complete_claim: b.id })).signal).toMatchObject({ id: c.id });
+    });
+
     it('open tasks of a data dir from before the open-task index are indexed once at startup', async () => {
       const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
       // as an older build left it: the task in no open-task index, no migration mark
