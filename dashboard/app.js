@@ -10,7 +10,7 @@ const IDLE_MS = 30 * 60_000;
 const FEED_MAX = 200;
 const POLL_MS = 2000;
 
-const state = { admin: false, names: new Map(), tasks: new Map(), streams: [], timers: [], series: new Map() };
+const state = { admin: false, names: new Map(), tasks: new Map(), feed: undefined, timers: [], series: new Map() };
 
 const fmtTime = (iso) => (iso ? new Date(iso).toLocaleTimeString() : '');
 const who = (id) => (id ? state.names.get(id) ?? id : '–');
@@ -26,18 +26,22 @@ function signalRow(s) {
 
 // ---- live feed ----
 function openFeed() {
-  for (const es of state.streams.splice(0)) es.close();
+  state.feed?.close();
   const feed = $('#feed');
   feed.replaceChildren();
   const filters = { types: $('#filter-type').value.trim(), rings: $('#filter-ring').value.trim() };
-  state.streams.push(stream(filters, (s, type) => {
+  state.feed = stream(filters, (s, type) => {
     const row = feed.querySelector(`li[data-id="${CSS.escape(s.id)}"]`);
     if (row) row.replaceWith(signalRow(s));
     else if (type === 'signal') feed.prepend(signalRow(s));
     while (feed.children.length > FEED_MAX) feed.lastChild.remove();
-  }, (st) => { $('#feed-state').textContent = st; }));
-  // tasks follow every task change, whatever the feed's filters
-  state.streams.push(stream({ types: 'task' }, (s) => { state.tasks.set(s.id, s); renderTasks(); }, () => {}));
+  }, (st) => { $('#feed-state').textContent = st; });
+}
+
+// tasks follow every task change, whatever the feed's filters: their stream stays open when the filters
+// change, so a task changed while the feed reconnects is not missed
+function followTasks() {
+  stream({ types: 'task' }, (s) => { state.tasks.set(s.id, s); renderTasks(); }, () => {});
 }
 
 // ---- tasks with a live lease countdown ----
@@ -139,6 +143,7 @@ async function showBoard() {
   $('#whoami').textContent = state.admin ? 'admin' : 'member';
   await loadNames().catch(() => {});
   openFeed();
+  followTasks();
   await Promise.all([loadTasks(), loadInboxTargets(), poll()]);
   state.timers.push(setInterval(tick, 250), setInterval(() => poll().catch(() => {}), POLL_MS));
 }

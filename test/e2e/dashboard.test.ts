@@ -98,6 +98,31 @@ describe.each(BACKENDS)('dashboard on %s', (backend) => {
     expect(await page.textContent(`${sel} .countdown`)).toMatch(/^1:[0-2]\d$/);
   });
 
+  it('keeps following tasks while the feed reconnects with new filters', async () => {
+    // a task stream reopened with the feed would connect only after this hold, missing the claim below
+    const taskStream = /\/signals\/stream\?.*type=task/;
+    let reopened = 0;
+    await page.route(taskStream, async (route) => {
+      reopened++;
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.continue().catch(() => undefined);
+    });
+    try {
+      await page.fill('#filter-type', 'pulse');
+      await page.click('#filter-apply');
+      const task = await emitOk(root, { signal_type: 'task', content: 'triage issue 7', to_identity: worker.id });
+      expectOk(await worker.client.post('/claim', { signal_id: task.id, lease_ms: 60_000 }));
+      await page.waitForSelector(`#tasks li[data-id="${task.id}"] .countdown`, { timeout: 1000 });
+      expect(reopened).toBe(0);
+      // completed, so the actor counts below see the one task still leased
+      expectOk(await worker.client.post('/ack', { signal_id: task.id }));
+    } finally {
+      await page.unroute(taskStream);
+      await page.fill('#filter-type', '');
+      await page.click('#filter-apply');
+    }
+  });
+
   it('shows a role inbox, agent liveness and health charts', async () => {
     await emitOk(root, { signal_type: 'question', content: 'who reviews?', to_role: 'reviewers' });
     await page.selectOption('#inbox-target', { label: 'role reviewers' });
