@@ -39,7 +39,10 @@ interface Rec {
 
 export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore> {
   mkdirSync(dataDir, { recursive: true });
-  const root: RootDatabase = open({ path: dataDir, noSubdir: false, maxDbs: 16 } as never);
+  // Plain msgpack maps, not msgpackr records: without shared structures every value carried its own record
+  // definitions, rebuilt into a reader on every read (slower, bigger, and a tenth of all allocation under
+  // load). Values written as records before stay readable: each one defines its records itself.
+  const root: RootDatabase = open({ path: dataDir, noSubdir: false, maxDbs: 16, useRecords: false } as never);
   // Binary keys: lmdb-js's default key encoding reads a NUL inside a string key as an array separator.
   const db = <V>(name: string) => root.openDB<V, Buffer>({ name, keyEncoding: 'binary' } as never);
   const recs = db<Rec>('recs');

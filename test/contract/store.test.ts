@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import { open as openLmdb } from 'lmdb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded.js';
 import type { LogEntry, Op, Store } from '../../src/store/port.js';
@@ -770,6 +771,51 @@ describe('embedded store durability', () => {
     const answers = Array.from({ length: n }, (_, i) => flushedWhenAnswered(() => s.commit([{ op: 'put', key: `c${i}`, value: i }, { op: 'append', log: 'C', entry: i }])));
     expect(await Promise.all(answers)).toEqual(Array(n).fill(true));
     expect(await s.lastSeq('C')).toBe(n);
+  });
+});
+
+describe('embedded: value encoding', () => {
+  /** msgpackr's inline record definition (fixext 1, type 'r'): the format of earlier builds */
+  const RECORD_DEFINITION = Buffer.from([0xd4, 0x72]);
+  // 64-127 are the bytes msgpackr reads as record ids when a record is defined
+  const value = { n: [0, 63, 64, 95, 96, 127, 128, -1, 1.5], nested: { id: 'x', at: null, list: [{ a: 1 }, { a: 2, b: 'y' }] } };
+
+  it('writes plain msgpack maps (no record definitions) and reads them back after a reopen', async () => {
+    const dir = await tempDir('store-encoding');
+    dirs.push(dir);
+    let s = await openEmbeddedStore(dir);
+    await s.commit([{ op: 'put', key: 'k', value }, { op: 'append', log: 'L', entry: value }]);
+    const recs = s.lmdb.openDB({ name: 'recs', keyEncoding: 'binary', encoding: 'binary' } as never);
+    const raw = recs.getBinary(Buffer.from('k')) as Buffer;
+    expect([0x82, 0xde]).toContain(raw[0]); // a map { v, d } (fixmap or map 16), not a record
+    expect(raw.includes(RECORD_DEFINITION)).toBe(false);
+    await s.close();
+    s = await openEmbeddedStore(dir);
+    try {
+      expect(await s.get('k')).toEqual({ version: 1, value });
+      expect((await s.readLog('L', 0, 10))[0].entry).toEqual(value);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('reads values an earlier build wrote as msgpackr records', async () => {
+    const dir = await tempDir('store-records');
+    dirs.push(dir);
+    const old = openLmdb({ path: dir, noSubdir: false, maxDbs: 16 } as never);
+    const recs = old.openDB({ name: 'recs', keyEncoding: 'binary' } as never);
+    await recs.put(Buffer.from('k'), { v: 4, d: value });
+    const written = recs.getBinary(Buffer.from('k')) as Buffer;
+    expect(written.includes(RECORD_DEFINITION)).toBe(true);
+    await old.close();
+    const s = await openEmbeddedStore(dir);
+    try {
+      expect(await s.get('k')).toEqual({ version: 4, value });
+      expect(await s.commit([{ op: 'put', key: 'k', value: { ...value, more: 100 }, expect: 4 }])).toEqual({ ok: true, seqs: [] });
+      expect(await s.get('k')).toEqual({ version: 5, value: { ...value, more: 100 } });
+    } finally {
+      await s.close();
+    }
   });
 });
 
