@@ -51,6 +51,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   const timerAt = db<number>('timer_at');
   const logs = db<unknown>('logs');
   const meta = db<number>('meta');
+  await claimFormat(root, meta, dataDir);
   await countIndexesOnce(root, idx, meta);
   const bus = new EventEmitter();
   bus.setMaxListeners(0);
@@ -254,6 +255,24 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       await root.close();
     },
   };
+}
+
+/**
+ * The data format a dir was last opened with. Format 2 values are plain msgpack maps, which a format 1 build
+ * (msgpackr records) would decode as Map objects, so a dir is marked on open and a build refuses a format newer
+ * than its own rather than misread it. Builds from before the marker cannot check it: docs/operators.md.
+ */
+export const DATA_FORMAT = 2;
+const FORMAT = 'format';
+
+async function claimFormat(root: RootDatabase, meta: Database<number, Buffer>, dataDir: string): Promise<void> {
+  const found = meta.get(K(FORMAT));
+  if (found === DATA_FORMAT) return;
+  if (found !== undefined && found > DATA_FORMAT) {
+    await root.close();
+    throw new Error(`DATA_DIR ${dataDir} holds data format ${found}, written by a newer build; this build reads formats up to ${DATA_FORMAT}. Run that build or a later one.`);
+  }
+  await root.transaction(() => meta.putSync(K(FORMAT), DATA_FORMAT));
 }
 
 /** A data dir written before index counts were kept: count every index once, in one write. */

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { open as openLmdb } from 'lmdb';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded.js';
+import { DATA_FORMAT, openEmbeddedStore, type EmbeddedStore } from '../../src/store/embedded.js';
 import type { LogEntry, Op, Store } from '../../src/store/port.js';
 import { openRedisStore } from '../../src/store/redis.js';
 import { startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
@@ -815,6 +815,30 @@ describe('embedded: value encoding', () => {
       expect(await s.get('k')).toEqual({ version: 5, value: { ...value, more: 100 } });
     } finally {
       await s.close();
+    }
+  });
+});
+
+describe('embedded: data format marker', () => {
+  it('marks a dir with its data format on open and refuses one a newer build wrote', async () => {
+    const dir = await tempDir('store-format');
+    dirs.push(dir);
+    const s = await openEmbeddedStore(dir);
+    await s.commit([{ op: 'put', key: 'k', value: 'kept' }]);
+    const meta = s.lmdb.openDB<number, Buffer>({ name: 'meta', keyEncoding: 'binary' } as never);
+    expect(meta.get(Buffer.from('format'))).toBe(DATA_FORMAT);
+    await meta.put(Buffer.from('format'), DATA_FORMAT + 1);
+    await s.close();
+    await expect(openEmbeddedStore(dir)).rejects.toThrow(`holds data format ${DATA_FORMAT + 1}, written by a newer build`);
+    // nothing was changed by the refusal: marked back, the data is there
+    const again = openLmdb({ path: dir, noSubdir: false, maxDbs: 16 } as never);
+    await again.openDB<number, Buffer>({ name: 'meta', keyEncoding: 'binary' } as never).put(Buffer.from('format'), DATA_FORMAT);
+    await again.close();
+    const reopened = await openEmbeddedStore(dir);
+    try {
+      expect(await reopened.get('k')).toEqual({ version: 1, value: 'kept' });
+    } finally {
+      await reopened.close();
     }
   });
 });
