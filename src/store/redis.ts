@@ -9,7 +9,9 @@ import { batched } from './batch.js';
 import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /*
- * KEYS[1]: the prefix itself (declares the slot)   ARGV[1]: JSON array of op lists (values pre-encoded as JSON strings)
+ * KEYS[1]: the prefix itself (declares the slot)   ARGV[1]: JSON array of op lists, in which a put's value and an
+ * append's entry are the index of the ARGV holding that value's JSON (each value is encoded once, not again
+ * as an escaped string inside the list)
  * Group commit: the lists run in order, each as its own commit (all its version checks, then its writes), so a
  * later list sees the earlier ones' writes. Returns one reply per list: {1, seq...} on success, {-1, key} when a
  * version check of that list failed (that list wrote nothing; the others are unaffected).
@@ -27,7 +29,7 @@ local function commit(ops)
   local out = {1}
   for _, o in ipairs(ops) do
     if o.op == 'put' then
-      redis.call('HSET', P .. 'r:' .. o.key, 'v', ver(o.key) + 1, 'd', o.value)
+      redis.call('HSET', P .. 'r:' .. o.key, 'v', ver(o.key) + 1, 'd', ARGV[o.value])
     elseif o.op == 'del' then
       redis.call('DEL', P .. 'r:' .. o.key)
     elseif o.op == 'index' then
@@ -38,8 +40,9 @@ local function commit(ops)
       else redis.call('ZADD', P .. 'timers', o.at, o.key) end
     elseif o.op == 'append' then
       local seq = redis.call('INCR', P .. 'seq:' .. o.log)
-      redis.call('XADD', P .. 'l:' .. o.log, seq .. '-1', 'e', o.entry)
-      redis.call('PUBLISH', P .. 'ch:' .. o.log, seq .. ' ' .. o.entry)
+      local entry = ARGV[o.entry]
+      redis.call('XADD', P .. 'l:' .. o.log, seq .. '-1', 'e', entry)
+      redis.call('PUBLISH', P .. 'ch:' .. o.log, seq .. ' ' .. entry)
       out[#out + 1] = seq
     end
   end
@@ -104,11 +107,12 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   const parse = <T>(h: Record<string, string>): Versioned<T> | undefined =>
     h && h.v !== undefined ? { version: Number(h.v), value: JSON.parse(h.d) as T } : undefined;
 
-  const encode = (ops: Op[]) =>
-    ops.map((x) => (x.op === 'put' ? { ...x, value: JSON.stringify(x.value) } : x.op === 'append' ? { ...x, entry: JSON.stringify(x.entry) } : x));
   /** Group commit: the commits of one event-loop turn go to Redis as one script call (see COMMIT). */
   const commitBatch = batched<Op[], CommitResult>(async (lists) => {
-    const r = (await eval_(COMMIT, [JSON.stringify(lists.map(encode))])) as (number | string)[][];
+    const args = [''];
+    const arg = (v: unknown) => args.push(JSON.stringify(v));
+    args[0] = JSON.stringify(lists.map((ops) => ops.map((x) => (x.op === 'put' ? { ...x, value: arg(x.value) } : x.op === 'append' ? { ...x, entry: arg(x.entry) } : x))));
+    const r = (await eval_(COMMIT, args)) as (number | string)[][];
     return r.map((one): CommitResult => (one[0] === -1 ? { ok: false, conflict: String(one[1]) } : { ok: true, seqs: one.slice(1).map(Number) }));
   });
 
