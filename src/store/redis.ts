@@ -110,6 +110,7 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
   /** Group commit: the commits of one event-loop turn go to Redis as one script call (see COMMIT). */
   const commitBatch = batched<Op[], CommitResult>(async (lists) => {
     const args = [''];
+    // push answers the new length, which is the value's index in Lua's 1-based ARGV
     const arg = (v: unknown) => args.push(JSON.stringify(v));
     args[0] = JSON.stringify(lists.map((ops) => ops.map((x) => (x.op === 'put' ? { ...x, value: arg(x.value) } : x.op === 'append' ? { ...x, entry: arg(x.entry) } : x))));
     const r = (await eval_(COMMIT, args)) as (number | string)[][];
