@@ -1,10 +1,10 @@
 /**
  * The actor host. `send(kind, id, event)` loads the persisted record, runs the event through the pure
- * machine with XState's `transition()`, and commits the new record with a version check together with
+ * machine (`machine.transition`, as XState's `transition()` does), and commits the new record with a version check together with
  * the index and timer writes it implies, in one store commit. A lost race reloads and retries; a refused
  * event becomes its rule's error code. Durable timers are polled from the store and delivered as events.
  */
-import { transition, type AnyStateMachine } from 'xstate';
+import { createActor, type AnyActorScope, type AnyStateMachine, type AnyMachineSnapshot, type EventObject } from 'xstate';
 import { AppError, type ErrorCode } from '../errors.js';
 import { now as clock, iso } from '../clock.js';
 import { currentRequestId } from '../context.js';
@@ -120,6 +120,7 @@ const withHistory = <C>(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, e
 
 export class Runtime {
   private kinds = new Map<string, ActorKind>();
+  private steps = new Map<string, Step>();
   private queues = new Map<string, Promise<unknown>>();
   private timerLoop: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -133,6 +134,7 @@ export class Runtime {
 
   register(kind: ActorKind): void {
     this.kinds.set(kind.name, kind);
+    this.steps.set(kind.name, stepper(kind.name, kind.machine));
   }
 
   kindNames(): string[] {
@@ -250,7 +252,7 @@ export class Runtime {
   private move<C>(k: ActorKind<C>, id: string, cur: Versioned<ActorRecord<C>>, stored: boolean, event: Record<string, unknown> & { type: string }) {
     const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
     const at = (event.now as number) ?? clock();
-    const [next, actions] = transition(k.machine, snap, { ...event, now: at } as any);
+    const [next, actions] = this.steps.get(k.name)!(snap, { ...event, now: at } as EventObject);
     const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
     if (refusal) throw new AppError(refusal.params?.code ?? k.invalid);
     if (next.value === snap.value && next.context === snap.context) return undefined;
@@ -362,6 +364,37 @@ export class Runtime {
     if (this.timerLoop) clearTimeout(this.timerLoop);
     await Promise.allSettled([...this.queues.values()]);
   }
+}
+
+type Step = (snap: AnyMachineSnapshot, event: EventObject) => [AnyMachineSnapshot, { type: string; params?: unknown }[]];
+
+/**
+ * XState's `transition(machine, snapshot, event)` with its inert actor scope made once per machine: `transition()`
+ * builds a new actor for every call, which runs the machine's initial state and was two thirds of a transition's
+ * cost (19 -> 6 us for a signal's DELIVER). Sharing the scope is safe for a machine that invokes nothing and
+ * schedules no delayed event (its actor system is never used), which every hosted machine must be: refused here.
+ */
+function stepper(kind: string, machine: AnyStateMachine): Step {
+  const nodes = (n: AnyStateMachine['root']): AnyStateMachine['root'][] => [n, ...Object.values(n.states).flatMap(nodes)];
+  if (nodes(machine.root).some((n) => n.after.length || n.invoke.length)) throw new Error(`actor kind ${kind}: a hosted machine may not invoke actors or use delayed transitions`);
+  const self = createActor(machine);
+  let actions: { type: string; params?: unknown }[] = [];
+  const scope = {
+    self,
+    id: '',
+    sessionId: '',
+    system: self.system,
+    logger: () => {},
+    defer: () => {},
+    stopChild: () => {},
+    emit: () => {},
+    actionExecutor: (a: { type: string; params?: unknown }) => void actions.push(a),
+  } as unknown as AnyActorScope;
+  return (snap, event) => {
+    actions = [];
+    const next = machine.transition(snap, event, scope) as AnyMachineSnapshot;
+    return [next, actions];
+  };
 }
 
 /** The kind's own indexes plus its state index. */
