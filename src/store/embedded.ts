@@ -97,19 +97,26 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       const k = o.op === 'index' ? o.index + SEP + o.member : o.op === 'append' ? o.log + SEP + pad(0) : o.op === 'timer' ? pad(0) + SEP + o.key : o.key;
       if (Buffer.byteLength(k) > MAX_KEY_BYTES) return new Error(`store key too long (${Buffer.byteLength(k)} bytes)`);
     }
+    // a record is decoded whole to read its version: once per key and list, the check and the put sharing it
+    const versions = new Map<string, number>();
+    const version = (key: string) => versions.get(key) ?? (versions.set(key, recs.get(K(key))?.v ?? 0), versions.get(key)!);
     for (const o of ops) {
       if ((o.op === 'put' || o.op === 'del' || o.op === 'check') && o.expect !== undefined) {
-        if ((recs.get(K(o.key))?.v ?? 0) !== o.expect) return { ok: false, conflict: o.key };
+        if (version(o.key) !== o.expect) return { ok: false, conflict: o.key };
       }
     }
     const published: [string, LogEntry][] = [];
     for (const o of ops) {
       switch (o.op) {
-        case 'put':
-          recs.putSync(K(o.key), { v: (recs.get(K(o.key))?.v ?? 0) + 1, d: o.value });
+        case 'put': {
+          const v = version(o.key) + 1;
+          recs.putSync(K(o.key), { v, d: o.value });
+          versions.set(o.key, v);
           break;
+        }
         case 'del':
           recs.removeSync(K(o.key));
+          versions.set(o.key, 0);
           break;
         case 'index': {
           // the index's size moves with each real change, so count() reads one number instead of walking the index

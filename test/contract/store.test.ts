@@ -223,6 +223,19 @@ describe.each(backends)('Store contract: $name', (backend) => {
     expect(await s.get('k')).toBeUndefined();
   });
 
+  it('one commit writing a key twice moves its version once per put; a del then a put starts it again at 1', async () => {
+    await fresh();
+    await s.commit([{ op: 'put', key: 'k', value: 'a' }]);
+    expect(await s.commit([{ op: 'put', key: 'k', value: 'b', expect: 1 }, { op: 'put', key: 'k', value: 'c' }])).toEqual(ok());
+    expect(await s.get('k')).toEqual({ version: 3, value: 'c' });
+    expect(await s.commit([{ op: 'del', key: 'k', expect: 3 }, { op: 'put', key: 'k', value: 'd' }])).toEqual(ok());
+    expect(await s.get('k')).toEqual({ version: 1, value: 'd' });
+    // commits of one batch see each other's writes: the second expects the version the first made
+    const [x, y] = await Promise.all([s.commit([{ op: 'put', key: 'k', value: 'e', expect: 1 }]), s.commit([{ op: 'put', key: 'k', value: 'f', expect: 2 }])]);
+    expect([x, y]).toEqual([ok(), ok()]);
+    expect(await s.get('k')).toEqual({ version: 3, value: 'f' });
+  });
+
   it('a failing check aborts the whole commit; a passing check writes nothing itself', async () => {
     await fresh();
     await s.commit([{ op: 'put', key: 'guard', value: 'g' }]);
