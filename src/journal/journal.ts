@@ -107,12 +107,13 @@ export function accessEndedFor(e: JournalEntry, identityId: string): AccessEnded
 
 /**
  * `render` remembered for the last entry it was given: the hub offers one entry to every subscriber in turn,
- * and its pushed text is the same for each, so it is made once per entry instead of once per subscriber.
+ * and its pushed bytes are the same for each, so they are made (and UTF-8 encoded) once per entry instead of
+ * once per subscriber.
  */
-export function perEntry(render: (e: JournalEntry, seq: number) => string): (e: JournalEntry, seq: number) => string {
-  let last: { e: JournalEntry; seq: number; text: string } | undefined;
+export function perEntry(render: (e: JournalEntry, seq: number) => string): (e: JournalEntry, seq: number) => Buffer {
+  let last: { e: JournalEntry; seq: number; bytes: Buffer } | undefined;
   return (e, seq) => {
-    if (last?.e !== e || last.seq !== seq) last = { e, seq, text: render(e, seq) };
-    return last.text;
+    if (last?.e !== e || last.seq !== seq) last = { e, seq, bytes: Buffer.from(render(e, seq)) };
+    return last.bytes;
   };
 }

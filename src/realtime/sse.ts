@@ -86,7 +86,7 @@ class Stream implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
-    this.write(eventText(e, seq));
+    this.write(eventBytes(e, seq));
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
   }
@@ -104,7 +104,7 @@ class Stream implements Subscriber {
     this.end();
   }
 
-  private write(chunk: string): void {
+  private write(chunk: string | Buffer): void {
     let ok = true;
     this.res.cork(() => (ok = this.res.write(chunk)));
     if (ok) {
@@ -137,8 +137,8 @@ class Stream implements Subscriber {
   }
 }
 
-/** an entry's SSE event: the same text for every stream */
-const eventText = perEntry((e, seq) => `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
+/** an entry's SSE event: the same bytes for every stream */
+const eventBytes = perEntry((e, seq) => `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
 
 export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void): void {
   app.get('/signals/stream', (res, req) => {

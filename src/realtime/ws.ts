@@ -37,8 +37,8 @@ export type WsOp = (typeof WS_OPS)[number];
 const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
 export const MAX_PENDING_OPS = 64;
-/** an entry's push frame: the same text for every socket */
-const frameText = perEntry((e, seq) => {
+/** an entry's push frame: the same bytes for every socket (sent as a text frame) */
+const frameBytes = perEntry((e, seq) => {
   const { subject, data } = frameOf(e);
   return JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) });
 });
@@ -107,7 +107,7 @@ class Connection implements Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.closed) return 'gone';
     if (this.ws.getBufferedAmount() > this.limits.push) return 'full';
-    if (this.sendText(frameText(e, seq)) === DROPPED) return 'full';
+    if (this.sendText(frameBytes(e, seq)) === DROPPED) return 'full';
     this.sentSeq = seq;
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
@@ -136,7 +136,7 @@ class Connection implements Subscriber {
     return this.sendText(JSON.stringify(f));
   }
 
-  private sendText(text: string): number {
+  private sendText(text: string | Buffer): number {
     let r = 0;
     this.ws.cork(() => (r = this.ws.send(text)));
     return r;
