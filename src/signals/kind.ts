@@ -93,9 +93,21 @@ function ackOverdueEntry(r: ActorRecord<SignalContext>): EventEntry {
 }
 
 /** The Signal as the interface shows it: the machine's context plus its state as delivery_state (ack bookkeeping stays inside). */
+/** context fields no view shows */
+const UNSHOWN_KEYS = ['max_attempts', 'to_role_id', 'to_ring_id', 'ack_recipients', 'ack_checked_at', 'ack_overdue'] as const satisfies readonly (keyof SignalContext)[];
+type Unshown = (typeof UNSHOWN_KEYS)[number];
+const UNSHOWN = new Set<string>(UNSHOWN_KEYS);
+
+// A copying loop, not `const { a, ...fields } = context`: V8 runs an object rest with excluded keys through a
+// generic runtime path, 6 µs a signal against 1 µs, and every answer, journal entry and inbox row makes one.
 export function signalView(r: ActorRecord<SignalContext>) {
-  const { max_attempts: _m, to_role_id: _r, to_ring_id: _g, ack_recipients: _a, ack_checked_at: _c, ack_overdue: _o, ...fields } = r.context;
-  return { ...fields, ack_required: fields.ack_required ?? false, ack_due_at: fields.ack_due_at ?? null, delivery_state: r.value };
+  const c = r.context as unknown as Record<string, unknown>;
+  const v: Record<string, unknown> = {};
+  for (const k in c) if (!UNSHOWN.has(k)) v[k] = c[k];
+  v.ack_required = c.ack_required ?? false;
+  v.ack_due_at = c.ack_due_at ?? null;
+  v.delivery_state = r.value;
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; delivery_state: string };
 }
 export type Signal = ReturnType<typeof signalView>;
 
