@@ -1,8 +1,8 @@
 /**
  * The actor host. `send(kind, id, event)` loads the persisted record, runs the event through the pure
  * machine (`machine.transition`, as XState's `transition()` does), and commits the new record with a version
- * check together with the index and timer writes it implies, in one store commit. A lost race reloads and retries; a refused
- * event becomes its rule's error code. Durable timers are polled from the store and delivered as events.
+ * check together with the index and timer writes it implies, in one store commit. A lost race reloads and
+ * retries; a refused event becomes its rule's error code. Durable timers are polled from the store and delivered as events.
  */
 import { createActor, type AnyActorScope, type AnyStateMachine, type AnyMachineSnapshot, type EventObject } from 'xstate';
 import { AppError, type ErrorCode } from '../errors.js';

@@ -216,7 +216,6 @@ function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
   );
 }
 
-/** What an identity's inbox shows: what reaches it, less an any_one signal someone else took. */
 /** index members read per step of the open-task walk */
 const OPEN_TASK_STEP = 32;
 
@@ -235,5 +234,6 @@ function spreadTies(members: string[]): string[] {
   return out;
 }
 
+/** What an identity's inbox shows: what reaches it, less an any_one signal someone else took. */
 const visibleTo = (who: Pick<Identity, 'id' | 'capabilities'>, reach: { roles: string[]; rings: string[] }) => (c: SignalContext, taker: string | undefined) =>
   reaches(c, who, reach) && (taker === undefined || taker === who.id);

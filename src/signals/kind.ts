@@ -92,12 +92,12 @@ function ackOverdueEntry(r: ActorRecord<SignalContext>): EventEntry {
   };
 }
 
-/** The Signal as the interface shows it: the machine's context plus its state as delivery_state (ack bookkeeping stays inside). */
 /** context fields no view shows */
 const UNSHOWN_KEYS = ['max_attempts', 'to_role_id', 'to_ring_id', 'ack_recipients', 'ack_checked_at', 'ack_overdue'] as const satisfies readonly (keyof SignalContext)[];
 type Unshown = (typeof UNSHOWN_KEYS)[number];
 const UNSHOWN = new Set<string>(UNSHOWN_KEYS);
 
+/** The Signal as the interface shows it: the machine's context plus its state as delivery_state (ack bookkeeping stays inside). */
 // A copying loop, not `const { a, ...fields } = context`: V8 runs an object rest with excluded keys through a
 // generic runtime path, 6 µs a signal against 1 µs, and every answer, journal entry and inbox row makes one.
 export function signalView(r: ActorRecord<SignalContext>) {

@@ -369,8 +369,10 @@ export class Signals {
     return this.federation.deliveryOps(f.peer_id, 'cancel', rec.context.id, { signal_id: originId, agent });
   }
 
-  /** pending → delivered after a push to a recipient; no-op when already past pending. */
-  /** Marks pushed signals delivered: one read for all of them, then a send per signal still pending (each its own commit, joined by group commit). */
+  /**
+   * pending → delivered after a push to a recipient; a signal already past pending is left alone. One read for
+   * all of them, then a send per signal still pending (each its own commit, joined by group commit).
+   */
   async deliver(ids: string[]): Promise<void> {
     const rows = await this.rt.loadStoredMany<SignalContext>(SIGNAL, ids);
     await Promise.all(rows.map((r, i) => (r?.value.value === 'pending' ? this.rt.send<SignalContext>(SIGNAL, ids[i], { type: 'DELIVER' }, { quiet: true, loaded: r }) : undefined)));

@@ -99,7 +99,11 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
     }
     // a record is decoded whole to read its version: once per key and list, the check and the put sharing it
     const versions = new Map<string, number>();
-    const version = (key: string) => versions.get(key) ?? (versions.set(key, recs.get(K(key))?.v ?? 0), versions.get(key)!);
+    const version = (key: string): number => {
+      let v = versions.get(key);
+      if (v === undefined) versions.set(key, (v = recs.get(K(key))?.v ?? 0));
+      return v;
+    };
     for (const o of ops) {
       if ((o.op === 'put' || o.op === 'del' || o.op === 'check') && o.expect !== undefined) {
         if (version(o.key) !== o.expect) return { ok: false, conflict: o.key };

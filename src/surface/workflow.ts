@@ -154,6 +154,7 @@ export class Workflow {
     for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id))) {
       const id = task.context.id;
       if (q.task_types?.length && !q.task_types.includes(task.context.payload?.task_type as string)) continue;
+      // the walk's skip ran before this task was loaded; another call may have begun claiming it since
       if (this.claiming.has(id)) continue;
       this.claiming.add(id);
       try {

@@ -39,13 +39,18 @@ const kindOf = (name: string, machine: ActorKind['machine']): ActorKind<Ctx> => 
 describe('runtime transitions', () => {
   const dirs: string[] = [];
   afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
-
-  it('agree with XState transition(): raised events run in the same step; a refusal is its own send’s alone', async () => {
+  /** a runtime on a fresh embedded store, hosting `kind` */
+  const hosting = async (kind: ActorKind<Ctx>) => {
     const dir = await tempDir('svc-rt-');
     dirs.push(dir);
     const store = await openEmbeddedStore(dir);
     const rt = new Runtime(store, createLogger('silent'), 50);
-    rt.register(kindOf('relay', relay));
+    rt.register(kind);
+    return { store, rt };
+  };
+
+  it('agree with XState transition(): raised events run in the same step; a refusal is its own send’s alone', async () => {
+    const { store, rt } = await hosting(kindOf('relay', relay));
     const create = () => ({ value: 'a', context: { n: 0, log: [] } });
     const [x, y] = await Promise.all([rt.send<Ctx>('relay', 'x', { type: 'GO' }, { create }), rt.send<Ctx>('relay', 'y', { type: 'GO' }, { create })]);
     const [expected] = transition(relay, relay.resolveState({ value: 'a', context: { n: 0, log: [] } }), { type: 'GO', now: 0 });
@@ -60,11 +65,7 @@ describe('runtime transitions', () => {
   });
 
   it('a signal moves through pending, delivered, leased and acked as transition() says', async () => {
-    const dir = await tempDir('svc-rt-');
-    dirs.push(dir);
-    const store = await openEmbeddedStore(dir);
-    const rt = new Runtime(store, createLogger('silent'), 50);
-    rt.register({ ...kindOf('signal', signalMachine), indexes: () => [], timers: () => [] } as unknown as ActorKind<Ctx>);
+    const { store, rt } = await hosting(kindOf('signal', signalMachine));
     const ctx = { id: 's1', signal_type: 'task', base_type: 'task', to_identity: 'w', from_identity: 'r', task_status: 'open', claimed_by: null, claimed_at: null, claim_expires_at: null, delivery_count: 0, max_attempts: 5, federation: null };
     await store.commit(rt.createOps('signal', 's1', { value: 'pending', context: ctx }));
     let snap = signalMachine.resolveState({ value: 'pending', context: ctx as never });
