@@ -1,3 +1,4 @@
+import { elapsed } from '../clock.js';
 import { AppError } from '../errors.js';
 import type { Store } from '../store/port.js';
 
@@ -5,7 +6,7 @@ export const VERSION = '0.1.0';
 const PING_TIMEOUT_MS = 1000;
 
 export class Health {
-  private startedAt = Date.now();
+  private startedAt = elapsed();
   /** parts that add a line to /health/detailed (e.g. the vector index kind) */
   private details = new Map<string, () => unknown>();
   constructor(private store: Store) {}
@@ -15,7 +16,7 @@ export class Health {
   }
 
   uptimeSeconds(): number {
-    return Math.floor((Date.now() - this.startedAt) / 1000);
+    return Math.floor((elapsed() - this.startedAt) / 1000);
   }
 
   /** Round-trip to the backend, or HEALTH_DB_UNREACHABLE. */

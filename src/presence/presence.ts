@@ -22,6 +22,8 @@ export const livenessOf = (lastSeen: number | undefined, at = clock()): Liveness
 export interface PresenceOptions {
   /** the clock liveness is judged by (tests move it instead of waiting minutes) */
   now?: () => number;
+  /** the monotonic clock the write throttle runs on: a wall clock stepped back must not stop the writes */
+  elapsed?: () => number;
   /** identities whose last write time is remembered; beyond it the least recently touched is forgotten */
   maxTracked?: number;
 }
@@ -29,12 +31,13 @@ export interface PresenceOptions {
 export const MAX_TRACKED = 10_000;
 
 export class Presence {
-  /** identity → when this process last wrote its last_seen; insertion order is touch order (oldest first) */
+  /** identity → when (monotonic) this process last wrote its last_seen; insertion order is touch order (oldest first) */
   private written = new Map<string, number>();
   /** identity → open connections in this process: bounded by the connections themselves */
   private open = new Map<string, number>();
   private beat: NodeJS.Timeout;
   private now: () => number;
+  private elapsed: () => number;
   private maxTracked: number;
 
   constructor(
@@ -42,6 +45,7 @@ export class Presence {
     opts: PresenceOptions = {},
   ) {
     this.now = opts.now ?? clock;
+    this.elapsed = opts.elapsed ?? (() => performance.now());
     this.maxTracked = opts.maxTracked ?? MAX_TRACKED;
     this.beat = setInterval(() => void this.touchOpen(), TOUCH_EVERY_MS);
     this.beat.unref();
@@ -59,10 +63,10 @@ export class Presence {
   }
 
   async touch(identityId: string, force = false): Promise<void> {
-    const t = this.now();
-    if (!force && t - (this.written.get(identityId) ?? -Infinity) < TOUCH_EVERY_MS) return;
-    this.remember(identityId, t);
-    await this.store.commit([{ op: 'put', key: seenKey(identityId), value: { at: t } }]).catch(() => this.written.delete(identityId));
+    const e = this.elapsed();
+    if (!force && e - (this.written.get(identityId) ?? -Infinity) < TOUCH_EVERY_MS) return;
+    this.remember(identityId, e);
+    await this.store.commit([{ op: 'put', key: seenKey(identityId), value: { at: this.now() } }]).catch(() => this.written.delete(identityId));
   }
 
   private remember(identityId: string, t: number): void {

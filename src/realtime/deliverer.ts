@@ -3,7 +3,7 @@
  * marks of one event-loop turn go out together after its I/O (the emits that arrived in it come first), with
  * one read for all of them.
  */
-import { now } from '../clock.js';
+import { elapsed } from '../clock.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import type { Signals } from '../signals/service.js';
 import type { Audience } from './audience.js';
@@ -34,8 +34,8 @@ export class Deliverer {
 
   pushed(signalId: string): void {
     const at = this.recent.get(signalId);
-    if (at !== undefined && now() - at < FORGET_MS) return;
-    this.recent.set(signalId, now());
+    if (at !== undefined && elapsed() - at < FORGET_MS) return;
+    this.recent.set(signalId, elapsed());
     if (this.queued.size === 0) setImmediate(() => this.flush());
     this.queued.add(signalId);
   }

@@ -28,6 +28,7 @@ import {
   type RedisClientType,
   type RedisClusterType,
 } from 'redis';
+import { elapsed } from '../clock.js';
 import { AppError } from '../errors.js';
 
 /** Where Redis is: one server, or the seed nodes (host:port) of a cluster. */
@@ -154,13 +155,13 @@ class Guard {
   }
 
   noteLost(): void {
-    if (!this.ready()) this.lostAt ??= Date.now();
+    if (!this.ready()) this.lostAt ??= elapsed();
   }
 
   private async connected(): Promise<void> {
     if (this.ready()) return;
     this.noteLost();
-    const left = this.lostAt! + this.connectMs - Date.now();
+    const left = this.lostAt! + this.connectMs - elapsed();
     if (left <= 0) throw connectFailed();
     await new Promise<void>((resolve, reject) => {
       const done = () => {
@@ -203,15 +204,15 @@ class Guard {
    * cluster's fresh connection) runs between attempts, and after a timeout for the operations that follow.
    */
   async run<T>(send: (signal: AbortSignal) => Promise<T>, recover?: () => Promise<void>): Promise<T> {
-    const giveUpAt = Date.now() + this.connectMs;
+    const giveUpAt = elapsed() + this.connectMs;
     for (;;) {
       try {
         return await this.once(send);
       } catch (e) {
         if (recover && e instanceof AppError && e.code === 'DB_QUERY_TIMEOUT') void recover().catch(() => {});
-        if (!recover || !notSent(e) || Date.now() >= giveUpAt) throw storeError(e);
+        if (!recover || !notSent(e) || elapsed() >= giveUpAt) throw storeError(e);
         await recover().catch(() => {});
-        await sleep(Math.min(100, Math.max(0, giveUpAt - Date.now())));
+        await sleep(Math.min(100, Math.max(0, giveUpAt - elapsed())));
       }
     }
   }
@@ -347,8 +348,8 @@ async function openClusterLink(seeds: string[], o: LinkOptions): Promise<RedisLi
     const go = (): Promise<void> =>
       (running ??= (async () => {
         if (closed) return;
-        await sleep(Math.max(0, lastAt + 200 - Date.now()));
-        lastAt = Date.now();
+        await sleep(Math.max(0, lastAt + 200 - elapsed()));
+        lastAt = elapsed();
         await fn();
       })().finally(() => (running = undefined)));
     const retry = () => {

@@ -17,8 +17,9 @@ describe('presence', () => {
   let store: Store;
   const made: Presence[] = [];
   let t = 1_000_000;
+  let e = 0;
   const presence = (maxTracked?: number) => {
-    const p = new Presence(store, { now: () => t, maxTracked });
+    const p = new Presence(store, { now: () => t, elapsed: () => e, maxTracked });
     made.push(p);
     return p;
   };
@@ -80,5 +81,22 @@ describe('presence', () => {
     expect(await seenVersion(kept)).toBe(keptBefore);
     expect(await seenVersion(forgotten)).toBe(forgottenBefore + 1);
     expect(p.tracked).toBe(50);
+  });
+
+  it('writes are throttled on the monotonic clock: after the wall clock steps back an hour, the next beat writes the stepped-back time', async () => {
+    const p = presence();
+    const before = t;
+    t = before + 3_600_000;
+    await p.touch('C1');
+    expect((await p.lastSeen(['C1']))[0]).toBe(before + 3_600_000);
+    t = before;
+    e += 31_000;
+    await p.touch('C1');
+    expect((await p.lastSeen(['C1']))[0], 'written again once the throttle passed, though the wall clock went back').toBe(before);
+    e += 1_000;
+    t = before + 5_000_000;
+    const v = await seenVersion('C1');
+    await p.touch('C1');
+    expect(await seenVersion('C1'), 'a wall clock step forward does not defeat the throttle either').toBe(v);
   });
 });
