@@ -2,6 +2,7 @@
 export const catalogue = {
   DB_CONNECT_FAILED: [503, 'Database unreachable'],
   DB_QUERY_TIMEOUT: [504, 'Query too slow'],
+  STORE_FULL: [507, 'The store has no room for this write; reads still work; retry later'],
   DB_SCHEMA_APPLY_FAILED: [500, 'Schema migration failed on startup'],
   HEALTH_DB_UNREACHABLE: [503, 'Health check cannot reach the database'],
   VALIDATION_FIELD_REQUIRED: [400, 'A required field is missing'],
@@ -169,7 +170,7 @@ export interface ClientError {
 }
 
 /** a store outage: every request meets it at once, and the background loops already log it (once a window) */
-const OUTAGE: ReadonlySet<string> = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT']);
+const OUTAGE: ReadonlySet<string> = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT', 'STORE_FULL']);
 
 /**
  * The one rule for what leaves the service: a thrown non-AppError is INTERNAL_SERVER_ERROR; any 5xx answers

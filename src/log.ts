@@ -1,7 +1,7 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
 
-/** Codes every background loop (timer polls, push catch-up, journal trim) meets many times a second while the store is away. */
-const OUTAGE_CODES = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT']);
+/** Codes every background loop (timer polls, push catch-up, journal trim) meets many times a second while the store is away or full. */
+const OUTAGE_CODES = new Set(['DB_CONNECT_FAILED', 'DB_QUERY_TIMEOUT', 'STORE_FULL']);
 /** an outage error is logged once per message per window, the next line carrying how many it stood for */
 export const OUTAGE_LOG_WINDOW_MS = 10_000;
 const MAX_TRACKED = 100;

@@ -1,5 +1,6 @@
 import { ConfigError, readConfig } from './config.js';
 import { startService } from './app.js';
+import { answeredWriteFailure } from './store/embedded.js';
 
 let config;
 try {
@@ -13,7 +14,9 @@ try {
 }
 const service = await startService(config);
 // A rejection nobody handled is a bug to log, not a reason to drop every connection of the process.
-process.on('unhandledRejection', (err) => service.log.error({ err }, 'unhandled rejection'));
+process.on('unhandledRejection', (err) => {
+  if (!answeredWriteFailure(err)) service.log.error({ err }, 'unhandled rejection');
+});
 let closing = false;
 const shutdown = async () => {
   if (closing) return;

@@ -32,7 +32,9 @@ export class RateLimits {
     const keyPrefix = `${config.redisPrefix}:ratelimit`;
     return new RateLimits(
       config.rateLimitDefault,
-      (points) => new RateLimiterRedis({ storeClient, useRedisPackage: true, points, duration: WINDOW_S, keyPrefix }),
+      // a Redis that refuses the limiter's write (maxmemory reached, or away) must not refuse reads that need no write:
+      // meanwhile each instance counts in its own memory (rate-limiter-flexible's insurance limiter)
+      (points) => new RateLimiterRedis({ storeClient, useRedisPackage: true, points, duration: WINDOW_S, keyPrefix, insuranceLimiter: new RateLimiterMemory({ points, duration: WINDOW_S }) }),
       () => link.close(),
     );
   }

@@ -10,6 +10,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { now } from '../clock.js';
 import { newId } from '../ids.js';
+import { outOfRoom } from '../store/full.js';
 import { Meter } from './meter.js';
 import { isSha256, type BlobStore, type ByteRange, type Stored } from './port.js';
 
@@ -20,7 +21,7 @@ export class FilesystemBlobs implements BlobStore {
   private tmp: string;
   private objects: string;
 
-  private constructor(root: string) {
+  private constructor(private root: string) {
     this.tmp = join(root, 'tmp');
     this.objects = join(root, 'objects');
   }
@@ -60,6 +61,8 @@ export class FilesystemBlobs implements BlobStore {
       await mkdir(join(this.objects, sha256.slice(0, 2)), { recursive: true });
       await rename(tmp, this.path(sha256));
       return { sha256, size: meter.tally.size };
+    } catch (e) {
+      throw await outOfRoom(e, this.root, 'blobs');
     } finally {
       await rm(tmp, { force: true });
     }

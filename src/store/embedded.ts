@@ -9,6 +9,7 @@ import { EventEmitter } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { batched } from './batch.js';
+import { outOfRoom } from './full.js';
 import type { DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /** The embedded store, with its LMDB environment for diagnostics (tests read its `flushed` state). */
@@ -65,8 +66,12 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   const write = async <T>(fn: () => T): Promise<T> => {
     const committed = root.transaction(fn) as Promise<T>;
     const flushed = new Promise<void>((resolve, reject) => root.flushed.then(() => resolve(), reject));
-    const [result] = await Promise.all([committed, flushed]);
-    return result;
+    try {
+      const [result] = await Promise.all([committed, flushed]);
+      return result;
+    } catch (e) {
+      throw await writeError(e, dataDir);
+    }
   };
 
   const getRec = <T>(key: string): Versioned<T> | undefined => {
@@ -299,4 +304,41 @@ async function countIndexesOnce(root: RootDatabase, idx: Database<true, Buffer>,
     for (const [index, n] of counts) meta.putSync(K(COUNT + index), n);
     meta.putSync(K(COUNTED), 1);
   });
+}
+
+/** lmdb-js's "Commit failed" carries its cause as the `commitError` promise; it is shared by the batch's failures */
+const COMMIT_CAUSE_WAIT_MS = 1000;
+/** the `commitError`s of failures some caller of `write` was answered */
+const answered = new WeakSet<object>();
+
+/**
+ * Whether a rejection nobody handled is a failed write batch whose transactions were each answered: lmdb-js
+ * also rejects the promise of its event-turn batch, which no caller holds, with the same failure (a full disk
+ * logged one "unhandled rejection" per failed batch). main.ts leaves those out of its unhandled-rejection log.
+ */
+export const answeredWriteFailure = (reason: unknown): boolean => {
+  const c = (reason as { commitError?: unknown } | null)?.commitError;
+  return typeof c === 'object' && c !== null && answered.has(c);
+};
+
+/**
+ * A failed write as the client should see it: its cause (awaited, which also keeps lmdb's `commitError` from
+ * being an unhandled rejection), as STORE_FULL when the disk has no room.
+ */
+async function writeError(e: unknown, dataDir: string): Promise<unknown> {
+  const pending = (e as { commitError?: Promise<unknown> } | null)?.commitError;
+  let cause = e;
+  if (pending) {
+    answered.add(pending);
+    let timer: NodeJS.Timeout | undefined;
+    cause = await Promise.race([
+      pending.then(
+        () => e,
+        (c: unknown) => c,
+      ),
+      new Promise<unknown>((resolve) => (timer = setTimeout(() => resolve(e), COMMIT_CAUSE_WAIT_MS))),
+    ]);
+    clearTimeout(timer);
+  }
+  return outOfRoom(cause, dataDir, 'embedded');
 }

@@ -30,6 +30,7 @@ import {
 } from 'redis';
 import { elapsed } from '../clock.js';
 import { AppError } from '../errors.js';
+import { storeFull } from './full.js';
 
 /** Where Redis is: one server, or the seed nodes (host:port) of a cluster. */
 export type RedisTarget = { url: string } | { clusterNodes: string[] };
@@ -72,6 +73,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 const UNAVAILABLE_REPLY = /^(LOADING|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
 
+/** `maxmemory` reached under `noeviction`: Redis refuses the first write of a script, so nothing of it was applied */
+const OUT_OF_MEMORY_REPLY = /^OOM\b|\bOOM command not allowed\b/;
+
 const connectFailed = () => new AppError('DB_CONNECT_FAILED', 'Redis is unreachable', { backend: 'redis' });
 const queryTimeout = () => new AppError('DB_QUERY_TIMEOUT', 'Redis did not answer in time', { backend: 'redis' });
 
@@ -80,7 +84,7 @@ const CONNECTION_ERRORS = [ClientClosedError, ClientOfflineError, ConnectionTime
 /** node-redis errors as catalogue errors; anything else (a Redis error reply about the command itself, a bug) stays as it is. */
 export function storeError(e: unknown): unknown {
   if (e instanceof AppError) return e;
-  if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message) ? connectFailed() : /^BUSY\b/.test(e.message) ? queryTimeout() : e;
+  if (e instanceof ErrorReply) return UNAVAILABLE_REPLY.test(e.message) ? connectFailed() : /^BUSY\b/.test(e.message) ? queryTimeout() : OUT_OF_MEMORY_REPLY.test(e.message) ? storeFull('redis') : e;
   if (e instanceof AbortError || e instanceof TimeoutError || e instanceof SocketTimeoutError) return queryTimeout();
   // socket errors (ECONNRESET, EPIPE, ...) reach a command as they are when the connection breaks under it
   if (CONNECTION_ERRORS.some((c) => e instanceof c) || typeof (e as NodeJS.ErrnoException)?.code === 'string') return connectFailed();
