@@ -208,7 +208,7 @@ for (const backend of BACKENDS) {
 
     it('a record expires after its TTL and the sweep removes it', async () => {
       let t = Date.now();
-      const idem = new Idempotency(svc.store, 1000, () => t);
+      const idem = new Idempotency(svc.store, 1000, undefined, () => t);
       let runs = 0;
       const exec = async () => ({ status: 201, data: { run: ++runs } });
       expect((await idem.once('someone', 'k', 'req', exec)).data).toEqual({ run: 1 });
