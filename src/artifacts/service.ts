@@ -14,7 +14,7 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
-import { committedEffect, effectOps } from '../store/idempotency.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { openContent, type Content } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
@@ -90,8 +90,8 @@ export class Artifacts {
       ...(answersRequest ? effectOps(a) : []),
     ];
     const res = await this.store.commit(ops);
-    // a fresh id cannot collide: only the request's claim, taken over by a later attempt, refuses this commit
-    if (!res.ok) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'artifact id collision');
     return a;
   }
 

@@ -17,7 +17,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
 import { sha256 } from '../ids.js';
-import type { Op, Store } from './port.js';
+import type { CommitResult, Op, Store } from './port.js';
 
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 export const IDEMPOTENCY_LEASE_MS = 10_000;
@@ -67,6 +67,11 @@ export const committedEffect = <T>(): T | undefined => attempts.getStore()?.effe
 export function effectOps(data: unknown): Op[] {
   const c = attempts.getStore();
   return c ? [{ op: 'put', key: c.rec, value: { hash: c.hash, created_at: c.at, attempt: c.attempt, effect: data } satisfies Entry<unknown>, expect: c.version }] : [];
+}
+
+/** Refuses a commit that failed on the request's claim: a later attempt took it over, this one must not act. */
+export function refuseLostClaim(res: CommitResult): void {
+  if (!res.ok && res.conflict === attempts.getStore()?.rec) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
 }
 
 export class IdempotencyRecords {

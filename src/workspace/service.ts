@@ -84,11 +84,13 @@ export class Workspace {
 
   async createFolder(p: Principal, f: FileFields): Promise<WorkspaceItem> {
     requireMember(p);
+    const done = committedEffect<WorkspaceItem>();
+    if (done) return done;
     const item = this.newItem(p, 'folder', f);
     return this.rt.retry(async () => {
       const pin = await this.folder(item.parent_id);
       await this.nameFree(item.parent_id, item.name);
-      return { result: item, ops: [...pin, ...this.createOps(item)] };
+      return { result: item, ops: [...pin, ...this.createOps(item), ...effectOps(item)] };
     });
   }
 

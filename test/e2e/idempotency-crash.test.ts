@@ -37,7 +37,7 @@ for (const backend of BACKENDS) {
       const env = await servers.env(LEASE);
       const first = await spawn(env);
       const root = await bootstrap(first.url);
-      const bytes = Buffer.alloc(48 * 1024 * 1024, 7);
+      const bytes = Buffer.alloc(32 * 1024 * 1024, 7);
       const path = '/artifacts/upload?name=crash-upload';
       const req = request(first.url + path, { method: 'POST', headers: { authorization: `Bearer ${root.key}`, 'content-type': 'application/octet-stream', 'content-length': bytes.length, 'idempotency-key': 'up-1' } });
       req.on('error', () => undefined);
