@@ -114,7 +114,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
   // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
-  const idempotency = new Idempotency(store, config.idempotencyTtlMs);
+  const idempotency = new Idempotency(store, config.idempotencyTtlMs, config.idempotencyLeaseMs);
   const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace), {
     outboundPeer: (peerId, type) => federationOut.outboundPeer(peerId, type),
     deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),

@@ -25,6 +25,8 @@ export interface Config {
   reservationMaxTtlS: number;
   /** how long an Idempotency-Key (or a reservation's idempotency_key) is remembered */
   idempotencyTtlMs: number;
+  /** how long a running request holds its Idempotency-Key without renewing it (a crashed attempt's key frees after it) */
+  idempotencyLeaseMs: number;
   strictSignalTypes: boolean;
   pushMaxBufferBytes: number;
   pushDrainTimeoutMs: number;
@@ -193,6 +195,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
     reservationMaxTtlS: int(env, 'RESERVATION_MAX_TTL_S', 86_400, 1, 30 * 86_400),
     idempotencyTtlMs: int(env, 'IDEMPOTENCY_TTL_MS', 86_400_000, 1000, 30 * 86_400_000),
+    idempotencyLeaseMs: int(env, 'IDEMPOTENCY_LEASE_MS', 10_000, 300, 600_000),
     strictSignalTypes: bool(env, 'STRICT_SIGNAL_TYPES', false),
     // at most 256 MiB: uWS takes a socket's buffer limit as a 32-bit integer, with room for op answers above it
     pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),
@@ -292,6 +295,7 @@ const SETTINGS: Setting[] = [
   { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
   { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
   { name: 'IDEMPOTENCY_TTL_MS', value: (c) => c.idempotencyTtlMs },
+  { name: 'IDEMPOTENCY_LEASE_MS', value: (c) => c.idempotencyLeaseMs },
 ];
 export const SETTING_NAMES = SETTINGS.map((s) => s.name);
 

@@ -22,7 +22,7 @@ const ListQuery = compile(
 );
 const GetQuery = compile(Type.Object({ meta: Type.Optional(Type.Boolean()) }));
 const ShareBody = compile(Type.Object({ expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: SHARE_MAX_S })) }));
-const SharedQuery = compile(Type.Object({ expires: Type.Optional(Type.String()), sig: Type.Optional(Type.String()) }));
+const SharedQuery = compile(Type.Object({ expires: Type.Optional(Type.String()), kid: Type.Optional(Type.String()), sig: Type.Optional(Type.String()) }));
 
 export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
   {
@@ -61,6 +61,7 @@ export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
     path: '/artifacts/:id/shared',
     auth: 'public',
     query: SharedQuery,
-    handler: async (r) => contentReply(await artifacts.shared(r.params.id, r.query.expires, r.query.sig, r.headers.range), 'attachment'),
+    handler: async (r) => contentReply(await artifacts.shared(r.params.id, r.query.expires, r.query.kid, r.query.sig, r.headers.range), 'attachment'),
   },
+  { method: 'post', path: '/admin/artifacts/share-key/rotate', auth: 'admin', handler: async (r) => ({ data: await artifacts.rotateShareKey(r.principal) }) },
 ];

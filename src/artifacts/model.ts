@@ -17,9 +17,12 @@ export interface Artifact {
 
 export const artifactKeys = {
   artifact: (id: string) => `artifact:${id}`,
-  /** the HMAC key of filesystem share links, made on first use and shared by every instance on the store */
-  shareSecret: 'artifact:share-secret',
+  /** where the share-link key lived before it moved out of the artifact keyspace: read once, to adopt it */
+  legacyShareSecret: 'artifact:share-secret',
 };
+
+/** ids are ULIDs: anything else is refused before a lookup, so no other record can be read as an artifact */
+export const isArtifactId = (id: string): boolean => /^[0-9A-HJKMNP-TV-Z]{26}$/.test(id);
 export const artifactIndexes = {
   all: 'artifacts',
   byTag: (tag: string) => `artifacts:tag:${tag}`,

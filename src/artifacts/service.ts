@@ -1,7 +1,8 @@
 /**
  * Artifacts: immutable uploads, listed by tag, content type, uploader and time, downloadable in ranges,
  * shareable through time-limited links: presigned by S3 itself on S3, HMAC-signed by the service
- * (`GET /artifacts/:id/shared?expires&sig`) on the filesystem.
+ * (`GET /artifacts/:id/shared?expires&kid&sig`) on the filesystem, with a key kept outside every keyspace
+ * a route can address (`secret:artifact-share`) that an admin rotates.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
@@ -13,11 +14,14 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { openContent, type Content } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from '../workspace/access.js';
-import { artifactIndexes, artifactIndexesOf, artifactKeys, type Artifact, type Visibility } from './model.js';
+import { artifactIndexes, artifactIndexesOf, artifactKeys, isArtifactId, type Artifact, type Visibility } from './model.js';
+import { auditOps } from '../audit/audit.js';
+import { secretKey } from '../store/secrets.js';
 
 export interface ArtifactFields {
   name: string;
@@ -54,7 +58,7 @@ export class Artifacts {
 
   /** The artifact if it exists and the caller may see it; a private one of someone else is as absent as a missing one. */
   async find(p: Principal, id: string): Promise<Artifact | undefined> {
-    const a = (await this.store.get<Artifact>(artifactKeys.artifact(id)))?.value;
+    const a = isArtifactId(id) ? (await this.store.get<Artifact>(artifactKeys.artifact(id)))?.value : undefined;
     return a && Artifacts.canSee(p, a) ? a : undefined;
   }
 
@@ -67,11 +71,12 @@ export class Artifacts {
 
   async upload(p: Principal, f: ArtifactFields, content: Readable, contentType: string): Promise<Artifact> {
     requireMember(p);
-    return this.create(p.identity.id, f, content, contentType);
+    // an earlier attempt of this request that died after its commit: its artifact is the answer
+    return committedEffect<Artifact>() ?? this.create(p.identity.id, f, content, contentType, true);
   }
 
   /** An artifact uploaded on behalf of an identity by another part of the service (a memory export). */
-  async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string): Promise<Artifact> {
+  async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string, answersRequest = false): Promise<Artifact> {
     if (!f.name || f.name.length > 255) throw new AppError('ARTIFACT_VALIDATION_FAILED', 'name must be 1-255 characters', { field: 'name' });
     const stored = await this.blobs.put(content, this.maxUploadBytes);
     const a: Artifact = {
@@ -82,8 +87,10 @@ export class Artifacts {
       { op: 'put', key: artifactKeys.artifact(a.id), value: a, expect: 0 },
       ...artifactIndexesOf(a).map(([index, member]): Op => ({ op: 'index', index, member })),
       eventOp({ type: 'artifact.uploaded', subject: 'artifact', data: a, audience: a.visibility === 'private' ? { identities: [a.uploaded_by] } : { members: true } }),
+      ...(answersRequest ? effectOps(a) : []),
     ];
     const res = await this.store.commit(ops);
+    refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'artifact id collision');
     return a;
   }
@@ -116,6 +123,7 @@ export class Artifacts {
   /** Removes the record; the bytes stay, as other artifacts or revisions with the same content may share them. */
   async remove(p: Principal, id: string): Promise<Artifact> {
     requireMember(p);
+    if (!isArtifactId(id)) throw new AppError('ARTIFACT_NOT_FOUND', `No artifact ${id}`);
     return this.rt.retry(async () => {
       const cur = await this.store.get<Artifact>(artifactKeys.artifact(id));
       if (!cur || !Artifacts.canSee(p, cur.value)) throw new AppError('ARTIFACT_NOT_FOUND', `No artifact ${id}`);
@@ -130,14 +138,17 @@ export class Artifacts {
     const expires = Math.floor(now() / 1000) + expiresInS;
     const presigned = await this.blobs.presign(a.sha256, expiresInS, { contentType: a.content_type, filename: a.name });
     if (presigned) return { url: presigned, expires_at: iso(expires * 1000) };
-    const sig = await this.sign(a.id, expires);
-    return { url: `${this.baseUrl()}/artifacts/${encodeURIComponent(a.id)}/shared?expires=${expires}&sig=${sig}`, expires_at: iso(expires * 1000) };
+    const key = await this.shareKey();
+    const q = new URLSearchParams({ expires: String(expires), kid: key.kid, sig: sign(key, a.id, expires) });
+    return { url: `${this.baseUrl()}/artifacts/${encodeURIComponent(a.id)}/shared?${q}`, expires_at: iso(expires * 1000) };
   }
 
-  /** Serves a filesystem share link: the signature must match and the link must not have expired. */
-  async shared(id: string, expires: string | undefined, sig: string | undefined, range: string | undefined): Promise<Content> {
+  /** Serves a filesystem share link: signed by the current key (`kid`), not expired. */
+  async shared(id: string, expires: string | undefined, kid: string | undefined, sig: string | undefined, range: string | undefined): Promise<Content> {
     const at = Number(expires);
-    const valid = expires !== undefined && /^\d{1,12}$/.test(expires) && sig !== undefined && safeEqual(sig, await this.sign(id, at));
+    const key = await this.shareKey();
+    // a link from before links named their key was signed by the key adopted as LEGACY_KID
+    const valid = isArtifactId(id) && expires !== undefined && /^\d{1,12}$/.test(expires) && sig !== undefined && (kid ?? LEGACY_KID) === key.kid && safeEqual(sig, sign(key, id, at));
     if (!valid) throw new AppError('ARTIFACT_SHARE_INVALID', 'The share link is not valid');
     if (at * 1000 <= now()) throw new AppError('ARTIFACT_SHARE_INVALID', 'The share link has expired', { expired_at: iso(at * 1000) });
     const a = (await this.store.get<Artifact>(artifactKeys.artifact(id)))?.value;
@@ -145,20 +156,44 @@ export class Artifacts {
     return this.contentOf(a, range);
   }
 
-  private async sign(id: string, expires: number): Promise<string> {
-    return createHmac('sha256', await this.secret()).update(`${id}.${expires}`).digest('base64url');
+  /** A new share-link key: every link signed before stops working, on every instance at its next use. Audited. */
+  async rotateShareKey(admin: Principal): Promise<{ kid: string; rotated_at: string }> {
+    await this.shareKey();
+    return this.rt.retry(async () => {
+      const cur = await this.store.get<ShareKey>(secretKey(SHARE_KEY));
+      const next: ShareKey = { kid: newId(), secret: randomBytes(32).toString('base64url'), created_at: iso() };
+      const ops: Op[] = [
+        { op: 'put', key: secretKey(SHARE_KEY), value: next, expect: cur?.version ?? 0 },
+        ...auditOps({ actor: admin.identity.id, action: 'artifact.share_key.rotate', target: null, requestId: admin.requestId, details: { kid: next.kid, previous_kid: cur?.value.kid ?? null } }),
+      ];
+      return { result: { kid: next.kid, rotated_at: next.created_at }, ops };
+    });
   }
 
-  private secretCache: Buffer | undefined;
-  private async secret(): Promise<Buffer> {
-    if (this.secretCache) return this.secretCache;
-    const fresh = randomBytes(32).toString('base64url');
-    await this.store.commit([{ op: 'put', key: artifactKeys.shareSecret, value: { secret: fresh }, expect: 0 }]);
-    // whoever wrote first wins: every instance reads the same secret back
-    const s = await this.store.get<{ secret: string }>(artifactKeys.shareSecret);
-    return (this.secretCache = Buffer.from(s!.value.secret, 'base64url'));
+  /**
+   * The current share-link key, read on every use so a rotation holds on every instance at once; made on
+   * first use (whoever writes first wins). A key from the artifact keyspace, where it once lived, is adopted.
+   */
+  private async shareKey(): Promise<ShareKey> {
+    const cur = await this.store.get<ShareKey>(secretKey(SHARE_KEY));
+    if (cur) return cur.value;
+    const legacy = await this.store.get<{ secret: string }>(artifactKeys.legacyShareSecret);
+    const fresh: ShareKey = legacy ? { kid: LEGACY_KID, secret: legacy.value.secret, created_at: iso() } : { kid: newId(), secret: randomBytes(32).toString('base64url'), created_at: iso() };
+    await this.store.commit([{ op: 'put', key: secretKey(SHARE_KEY), value: fresh, expect: 0 }, ...(legacy ? [{ op: 'del', key: artifactKeys.legacyShareSecret } as Op] : [])]);
+    return (await this.store.get<ShareKey>(secretKey(SHARE_KEY)))!.value;
   }
 }
+
+const SHARE_KEY = 'artifact-share';
+const LEGACY_KID = 'legacy';
+
+interface ShareKey {
+  kid: string;
+  secret: string;
+  created_at: string;
+}
+
+const sign = (key: ShareKey, id: string, expires: number): string => createHmac('sha256', Buffer.from(key.secret, 'base64url')).update(`${id}.${expires}`).digest('base64url');
 
 function safeEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);

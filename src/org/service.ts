@@ -1,6 +1,7 @@
 /** Roles, rings and fills: plain records whose names are unique keys, written with compare-and-set. */
 import { auditOps } from '../audit/audit.js';
 import { AppError } from '../errors.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Principal } from '../identity/model.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
@@ -77,6 +78,8 @@ export class Org {
   }
 
   async createRole(body: Required<Pick<RoleBody, 'name'>> & RoleBody, by: Principal): Promise<Role> {
+    const done = committedEffect<Role>();
+    if (done) return done;
     const t = iso();
     const role: Role = { id: newId(), name: body.name, purpose: body.purpose ?? null, domains: body.domains ?? [], duties: body.duties ?? [], created_at: t, updated_at: t };
     const res = await this.store.commit([
@@ -84,7 +87,9 @@ export class Org {
       { op: 'put', key: orgKeys.role(role.id), value: role, expect: 0 },
       { op: 'index', index: orgIndexes.roles, member: role.id },
       ...audited(by, 'role.create', role.id, { name: role.name }),
+      ...effectOps(role),
     ]);
+    refuseLostClaim(res);
     if (!res.ok) throw new AppError('ORG_ROLE_DUPLICATE', `A role named "${body.name}" exists`);
     return role;
   }
@@ -136,6 +141,8 @@ export class Org {
   }
 
   async createRing(body: Required<Pick<RingBody, 'name'>> & RingBody, by: Principal): Promise<Ring> {
+    const done = committedEffect<Ring>();
+    if (done) return done;
     const members = [...new Set(body.members ?? [])];
     await this.checkIdentities(members);
     const t = iso();
@@ -146,7 +153,9 @@ export class Org {
       { op: 'index', index: orgIndexes.rings, member: ring.id },
       ...this.memberOps(ring.id, [], members),
       ...audited(by, 'ring.create', ring.id, { name: ring.name }),
+      ...effectOps(ring),
     ]);
+    refuseLostClaim(res);
     if (!res.ok) throw new AppError('ORG_RING_DUPLICATE', `A ring named "${body.name}" exists`);
     return ring;
   }
@@ -195,6 +204,8 @@ export class Org {
   }
 
   async createFill(identityId: string, roleId: string, by: Principal): Promise<Fill> {
+    const done = committedEffect<Fill>();
+    if (done) return done;
     const [identity, role] = await this.store.getMany([identityKeys.identity(identityId), orgKeys.role(roleId)]);
     if (!identity) throw new AppError('IDENTITY_NOT_FOUND');
     if (!role) throw new AppError('ORG_ROLE_NOT_FOUND');
@@ -208,7 +219,9 @@ export class Org {
       { op: 'index', index: orgIndexes.fillersOf(roleId), member: identityId },
       { op: 'index', index: orgIndexes.rolesOf(identityId), member: roleId },
       ...audited(by, 'fill.create', fill.id, { identity_id: identityId, role_id: roleId }),
+      ...effectOps(fill),
     ]);
+    refuseLostClaim(res);
     if (!res.ok) {
       if (res.conflict === orgKeys.fillPair(roleId, identityId)) throw new AppError('ORG_FILL_DUPLICATE');
       throw new AppError('ORG_ROLE_NOT_FOUND');

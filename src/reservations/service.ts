@@ -119,12 +119,8 @@ export class Reservations {
     if (!req.idempotency_key) return this.grant(p.identity.id, ask);
     const begun = await this.idempotency.begin<ReserveAnswer>(p.identity.id, IDEM_SCOPE, req.idempotency_key, JSON.stringify(ask), mismatch);
     if ('replay' in begun) return begun.replay;
-    try {
-      return await this.grant(p.identity.id, ask, begun.claim);
-    } catch (e) {
-      await this.idempotency.abandon(begun.claim);
-      throw e;
-    }
+    const claim = begun.claim;
+    return this.idempotency.run(claim, () => this.grant(p.identity.id, ask, claim), () => undefined);
   }
 
   /** Grants what does not conflict; a claimed idempotency key keeps the answer in the same commit. */

@@ -10,6 +10,7 @@ import { now as clock, iso } from '../clock.js';
 import { currentRequestId } from '../context.js';
 import type { Logger } from '../log.js';
 import type { Op, Store, Versioned } from '../store/port.js';
+import { refuseLostClaim } from '../store/idempotency.js';
 
 export interface ActorRecord<C = unknown> {
   value: string;
@@ -286,7 +287,11 @@ export class Runtime {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       await pause(backoffMs(attempt));
       const p = await plan();
-      if (!p.ops || (await this.store.commit(p.ops)).ok) return p.result;
+      if (!p.ops) return p.result;
+      const res = await this.store.commit(p.ops);
+      if (res.ok) return p.result;
+      // a lost Idempotency-Key claim does not come back: no retry can commit this request's effect
+      refuseLostClaim(res);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', 'write too contended');
   }

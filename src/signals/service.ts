@@ -10,7 +10,7 @@ import { membershipIndexes } from '../org/memberships.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
-import type { Claim, IdempotencyRecords } from '../store/idempotency.js';
+import { committedEffect, effectOps, type Claim, type IdempotencyRecords } from '../store/idempotency.js';
 import type { Op, Versioned } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
@@ -122,16 +122,14 @@ export class Signals {
    * signal, kept in the commit that created it; another body is 409 IDEMPOTENCY_KEY_REUSED.
    */
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
+    const done = committedEffect<Signal>();
+    if (done) return done;
     const { idempotency_key: key, ...fields } = body;
     if (key === undefined) return this.emitOnce(p, fields);
     const begun = await this.idempotency.begin<Signal>(p.identity.id, EMIT_SCOPE, key, JSON.stringify(fields), keyReused);
     if ('replay' in begun) return begun.replay;
-    try {
-      return await this.emitOnce(p, fields, begun.claim);
-    } catch (e) {
-      await this.idempotency.abandon(begun.claim);
-      throw e;
-    }
+    const claim = begun.claim;
+    return this.idempotency.run(claim, () => this.emitOnce(p, fields, claim), () => undefined);
   }
 
   private async emitOnce(p: Principal, body: EmitBody, claim?: Claim): Promise<Signal> {
@@ -226,7 +224,7 @@ export class Signals {
       // the delivery to the peer is recorded in the signal's own commit: the outbox
       const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
       // an idempotency_key's answer is kept in the same commit: a retry can never make a second signal
-      const kept = claim ? [this.idempotency.keepOp(claim, signalView(rec))] : [];
+      const kept = [...(claim ? [this.idempotency.keepOp(claim, signalView(rec))] : []), ...(existing ? [] : effectOps(signalView(rec)))];
       return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);

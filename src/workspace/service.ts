@@ -13,6 +13,7 @@ import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
+import { committedEffect, effectOps } from '../store/idempotency.js';
 import { openContent, type Content } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from './access.js';
@@ -83,11 +84,13 @@ export class Workspace {
 
   async createFolder(p: Principal, f: FileFields): Promise<WorkspaceItem> {
     requireMember(p);
+    const done = committedEffect<WorkspaceItem>();
+    if (done) return done;
     const item = this.newItem(p, 'folder', f);
     return this.rt.retry(async () => {
       const pin = await this.folder(item.parent_id);
       await this.nameFree(item.parent_id, item.name);
-      return { result: item, ops: [...pin, ...this.createOps(item)] };
+      return { result: item, ops: [...pin, ...this.createOps(item), ...effectOps(item)] };
     });
   }
 
@@ -193,6 +196,9 @@ export class Workspace {
 
   async upload(p: Principal, f: FileFields, content: Readable, contentType: string): Promise<WorkspaceItem> {
     requireMember(p);
+    // an earlier attempt of this request that died after its commit: its file is the answer
+    const done = committedEffect<WorkspaceItem>();
+    if (done) return done;
     const item = this.newItem(p, 'file', f);
     // refuse before reading a byte when the target is wrong; the commit checks again
     await this.folder(item.parent_id);
@@ -203,7 +209,7 @@ export class Workspace {
       await this.nameFree(item.parent_id, item.name);
       const rev = this.revision(p, item, stored, contentType);
       const file = withRevision(item, rev);
-      return { result: file, ops: [...pin, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file)] };
+      return { result: file, ops: [...pin, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file), ...effectOps(file)] };
     });
   }
 

@@ -7,6 +7,7 @@
 import { iso } from '../clock.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -79,12 +80,16 @@ export class Workstreams {
 
   async create(p: Principal, b: Required<Pick<WorkstreamBody, 'name'>> & WorkstreamBody): Promise<Workstream> {
     requireMember(p);
+    const done = committedEffect<Workstream>();
+    if (done) return done;
     const t = iso();
     const w: Workstream = { id: newId(), name: b.name, description: b.description ?? '', status: b.status ?? 'active', tags: b.tags ?? [], links: [], created_by: p.identity.id, created_at: t, updated_at: t };
     const res = await this.store.commit([
       { op: 'put', key: workstreamKeys.workstream(w.id), value: w, expect: 0 },
       { op: 'index', index: workstreamIndexes.all, member: w.id },
+      ...effectOps(w),
     ]);
+    refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'workstream id collision');
     return w;
   }

@@ -200,6 +200,7 @@ export const ROUTES: Record<string, Row> = {
   'POST /artifacts/:id/share': { scope: none('artifacts are not key-scoped'), other: [refused((f) => post(`/artifacts/${f.privateArtifact}/share`), 404, 'ARTIFACT_NOT_FOUND')] },
   // public: the signed link is the credential; a forged one for other's private artifact is refused
   'GET /artifacts/:id/shared': { scope: none('public: the signed link is the credential, no key is read'), other: [refused((f) => get(`/artifacts/${f.privateArtifact}/shared?expires=9999999999&sig=forged`), 403, 'ARTIFACT_SHARE_INVALID')] },
+  'POST /admin/artifacts/share-key/rotate': ADMIN,
 
   'GET /workstreams': WORKSTREAM,
   'POST /workstreams': WORKSTREAM,

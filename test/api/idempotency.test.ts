@@ -6,6 +6,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Idempotency } from '../../src/http/idempotency.js';
+import { committedEffect, effectOps, type Claim } from '../../src/store/idempotency.js';
 import { upload } from '../helpers/blobs.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
@@ -208,7 +209,7 @@ for (const backend of BACKENDS) {
 
     it('a record expires after its TTL and the sweep removes it', async () => {
       let t = Date.now();
-      const idem = new Idempotency(svc.store, 1000, () => t);
+      const idem = new Idempotency(svc.store, 1000, undefined, () => t);
       let runs = 0;
       const exec = async () => ({ status: 201, data: { run: ++runs } });
       expect((await idem.once('someone', 'k', 'req', exec)).data).toEqual({ run: 1 });
@@ -218,6 +219,30 @@ for (const backend of BACKENDS) {
       t += 1001;
       expect(await idem.sweep(t)).toBeGreaterThanOrEqual(1);
       expect((await idem.once('someone', 'k', 'req', exec)).data).toEqual({ run: 3 });
+    });
+
+    it("an attempt that stopped past its effect: the retry takes the claim over and answers that effect; a dead attempt's claim is taken over after its lease and fenced", async () => {
+      const idem = new Idempotency(svc.store, 60_000, 300);
+      const effect = { id: 'made-once' };
+      let ran = 0;
+      const first = idem.once('someone', 'k-effect', 'req', async () => {
+        await svc.store.commit(effectOps(effect));
+        throw new Error('the attempt ends after its effect committed');
+      });
+      await expect(first).rejects.toThrow('after its effect');
+      // the retry re-enters the handler, which answers the committed effect instead of acting again
+      const retry = await idem.once('someone', 'k-effect', 'req', async () => ({ status: 201, data: committedEffect() ?? { ran: ++ran } }));
+      expect(retry).toEqual({ status: 201, data: effect });
+      expect(ran).toBe(0);
+      expect((await idem.once('someone', 'k-effect', 'req', async () => ({ status: 201, data: { ran: ++ran } }))).data).toEqual(effect);
+
+      // a claim whose attempt stopped renewing (a dead process) is taken over once its lease lapsed
+      const dead = await idem.begin('someone', '', 'k-dead', 'req', () => new Error('mismatch') as never);
+      expect('claim' in dead).toBe(true);
+      const t0 = Date.now();
+      expect((await idem.once('someone', 'k-dead', 'req', async () => ({ status: 201, data: { ran: ++ran } }))).data).toEqual({ ran: 1 });
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(250);
+      expect((await svc.store.commit([idem.keepOp((dead as { claim: Claim }).claim, { late: true })])).ok).toBe(false);
     });
 
     it("a reservation's idempotency_key rides on the same store: replay, its own 409, and expiry with IDEMPOTENCY_TTL_MS", async () => {
