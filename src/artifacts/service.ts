@@ -135,7 +135,8 @@ export class Artifacts {
 
   async share(p: Principal, id: string, expiresInS: number): Promise<{ url: string; expires_at: string }> {
     const a = await this.get(p, id);
-    const expires = Math.floor(now() / 1000) + expiresInS;
+    // rounded up: a link lives at least the seconds asked for (rounded down, a 1 s link could be dead on arrival)
+    const expires = Math.ceil(now() / 1000) + expiresInS;
     const presigned = await this.blobs.presign(a.sha256, expiresInS, { contentType: a.content_type, filename: a.name });
     if (presigned) return { url: presigned, expires_at: iso(expires * 1000) };
     const key = await this.shareKey();
