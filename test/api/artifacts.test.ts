@@ -44,6 +44,13 @@ describe.each(MATRIX(BACKENDS))('artifacts on %s with %s blobs', (backend, blob)
     const r = await download(url, other.key, `/artifacts/${a.id}`, { range: 'bytes=100-199' });
     expect([r.status, r.headers.get('content-range')]).toEqual([206, `bytes 100-199/${body.length}`]);
     expect(r.bytes.equals(body.subarray(100, 200))).toBe(true);
+    // If-Range: the artifact's tag keeps the range; any other tag (or a weak one, or a date) answers the whole artifact
+    const kept = await download(url, other.key, `/artifacts/${a.id}`, { range: 'bytes=100-199', 'if-range': `"${a.sha256}"` });
+    expect([kept.status, kept.bytes.equals(body.subarray(100, 200))]).toEqual([206, true]);
+    for (const v of ['"0000"', `W/"${a.sha256}"`, new Date().toUTCString()]) {
+      const whole = await download(url, other.key, `/artifacts/${a.id}`, { range: 'bytes=100-199', 'if-range': v });
+      expect([whole.status, whole.headers.get('content-range'), whole.bytes.equals(body)]).toEqual([200, null, true]);
+    }
     expect(expectOk(await other.client.get(`/artifacts/${a.id}?meta=true`))).toEqual(a);
   });
 
@@ -137,6 +144,9 @@ describe.each(MATRIX(BACKENDS))('artifacts on %s with %s blobs', (backend, blob)
       const path = link.pathname + link.search;
       const part = await download(url, undefined, path, { range: 'bytes=0-3' });
       expect([part.status, part.bytes.toString()]).toEqual([206, '0123']);
+      expect((await download(url, undefined, path, { range: 'bytes=0-3', 'if-range': part.headers.get('etag')! })).status).toBe(206);
+      const stale = await download(url, undefined, path, { range: 'bytes=0-3', 'if-range': '"another"' });
+      expect([stale.status, stale.bytes.toString()]).toEqual([200, '0123456789']);
       const sig = link.searchParams.get('sig')!;
       const expires = Number(link.searchParams.get('expires'));
       const flipped = sig.slice(0, -1) + (sig.endsWith('A') ? 'B' : 'A');

@@ -85,6 +85,29 @@ describe.each(MATRIX(BACKENDS))('workspace files on %s with %s blobs', (backend,
     expectError({ status: bad.status, body: bad.json() }, 416, 'RANGE_NOT_SATISFIABLE');
   });
 
+  it('If-Range (RFC 9110 13.1.5): a resumed download of a file that changed gets the whole new content (200), never bytes of two revisions', async () => {
+    const f = expectOk(await upload(url, m.key, '/workspace/files/upload', '0123456789', { type: 'text/plain', fields: { name: 'resumed.txt' } }), 201);
+    const path = `/workspace/files/${f.id}/content`;
+    const first = await download(url, m.key, path, { range: 'bytes=0-4' });
+    const tag = first.headers.get('etag')!;
+    expect([first.status, first.bytes.toString(), tag]).toEqual([206, '01234', `"${f.current_revision_id}"`]);
+    // unchanged: the range is honoured
+    const same = await download(url, m.key, path, { range: 'bytes=5-', 'if-range': tag });
+    expect([same.status, same.bytes.toString(), same.headers.get('content-range')]).toEqual([206, '56789', 'bytes 5-9/10']);
+    // changed: the whole current content, with its own tag
+    const v2 = expectOk(await upload(url, m.key, path, 'ABCDEFGHIJKLMNOP', { method: 'PUT' }));
+    const changed = await download(url, m.key, path, { range: 'bytes=5-', 'if-range': tag });
+    expect([changed.status, changed.bytes.toString(), changed.headers.get('content-range'), changed.headers.get('etag')]).toEqual([200, 'ABCDEFGHIJKLMNOP', null, `"${v2.current_revision_id}"`]);
+    // a weak tag or a date never matches; without If-Range the Range stands
+    for (const v of [`W/${tag}`, `W/"${v2.current_revision_id}"`, new Date().toUTCString()]) expect((await download(url, m.key, path, { range: 'bytes=5-', 'if-range': v })).status).toBe(200);
+    expect((await download(url, m.key, path, { range: 'bytes=5-', 'if-range': `"${v2.current_revision_id}"` })).bytes.toString()).toBe('FGHIJKLMNOP');
+    // a revision's content: its tag is its id; another tag answers the whole revision
+    const rev = `/workspace/revisions/${f.current_revision_id}/content`;
+    expect((await download(url, m.key, rev, { range: 'bytes=8-', 'if-range': tag })).bytes.toString()).toBe('89');
+    const other = await download(url, m.key, rev, { range: 'bytes=8-', 'if-range': `"${v2.current_revision_id}"` });
+    expect([other.status, other.bytes.toString()]).toEqual([200, '0123456789']);
+  });
+
   it('PUT /workspace/files/:id/content adds revisions; If-Match with a stale revision is 412 and writes nothing', async () => {
     const f = expectOk(await upload(url, m.key, '/workspace/files/upload', 'v1', { type: 'text/plain', fields: { name: 'doc.md' } }), 201);
     const r1 = f.current_revision_id;
