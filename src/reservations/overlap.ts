@@ -12,7 +12,8 @@ const GLOB_CHARS = /[*?[\]{}()!+@\\]/;
 const OPTS = { dot: true };
 
 const cache = new Map<string, (p: string) => boolean>();
-function matcher(glob: string): (p: string) => boolean {
+/** The matcher reservations use for a glob: picomatch with dotfiles, a POSIX `[!ab]` read as `[^ab]`. */
+export function globMatcher(glob: string): (p: string) => boolean {
   let m = cache.get(glob);
   if (!m) {
     if (cache.size > 10_000) cache.clear();
@@ -49,15 +50,18 @@ export function mayOverlap(a: string, b: string): boolean {
   const ga = isGlob(a);
   const gb = isGlob(b);
   if (!ga && !gb) return false;
-  if (!ga) return matcher(b)(a);
-  if (!gb) return matcher(a)(b);
+  if (!ga) return globMatcher(b)(a);
+  if (!gb) return globMatcher(a)(b);
   if (!compatible(literalPrefix(a), literalPrefix(b), (x, y) => x.startsWith(y))) return false;
   if (!compatible(literalSuffix(a), literalSuffix(b), (x, y) => x.endsWith(y))) return false;
   return segmentsMayMeet(a, b);
 }
 
-/** a brace set or extglob that may hold a `/` makes segments unalignable: no segment reasoning then */
-const SPLITS_SEGMENTS = /\{[^}]*\/|\(/;
+/**
+ * Segments cannot be aligned when one may stand for several: a brace set holding a `/` or a `**`, an extglob, or a
+ * `**` inside a segment (picomatch reads a pattern `**.ts` as crossing directories): no segment reasoning then.
+ */
+const SPLITS_SEGMENTS = /\{[^}]*(\/|\*\*)|\(|\*\*[^/]|[^/]\*\*/;
 
 /**
  * Segments line up from the start up to the first `**` (and from the end back to the last one): two aligned
@@ -82,7 +86,7 @@ function segmentMayMeet(x: string, y: string): boolean {
   const gx = isGlob(x);
   const gy = isGlob(y);
   if (!gx && !gy) return x === y;
-  if (!gx) return matcher(y)(x);
-  if (!gy) return matcher(x)(y);
+  if (!gx) return globMatcher(y)(x);
+  if (!gy) return globMatcher(x)(y);
   return true;
 }
