@@ -68,7 +68,7 @@ export class ApiKeys {
           { op: 'put' as const, key: keys.apiKey(id), value: { ...k, revoked: true, updated_at: iso() }, expect: cur.version },
           ...fresh.ops,
           ...moved,
-          ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id } }),
+          ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id, ...(moved.length ? { wallet_binding_moved: true } : {}) } }),
         ],
       };
     });

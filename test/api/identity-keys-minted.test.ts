@@ -85,6 +85,7 @@ for (const backend of BACKENDS) {
       expectError(await old.get('/roles'), 401, 'AUTH_KEY_REVOKED');
       const fresh = anon.as(expectOk(await anon.post('/auth/siwe-login', await signed(anon, wallet))).api_key);
       expect((await whoami(fresh)).key.parent).toBe(rotated.id);
+      expect((await audit(root.client, `action=api_key.rotate&target=${binder.id}`))[0].details).toMatchObject({ new_key: rotated.id, wallet_binding_moved: true });
       // and the successor's revocation ends it as the original's would have
       expectOk(await root.client.post(`/admin/api-keys/${rotated.id}/revoke`));
       expectError(await anon.post('/auth/siwe-login', await signed(anon, wallet)), 403, 'AUTH_WALLET_BINDING_ENDED');
