@@ -123,6 +123,23 @@ for (const backend of BACKENDS) {
       expect((await audit(root.client, `action=identity.attach_wallet&target=${root.id}`))[0].details).toMatchObject({ previous: w3.address, replaced_by: 'admin' });
     });
 
+    it('an Idempotency-Key replays a minted key only to the key that minted it, not to a narrower key of the same admin', async () => {
+      const admin = await join(root.client, 'replaying-admin');
+      expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));
+      const narrow = anon.as((await keyFor(admin.id, { permissions: SCOPED })).api_key);
+      const m = await join(root.client, 'replay-target');
+      const wideKey = await keyFor(m.id);
+      const once = { 'idempotency-key': `mint-${admin.id}` };
+      const made = await admin.client.req('POST', '/admin/api-keys', { owner: m.id }, once);
+      expectOk(made, 201);
+      const again = await admin.client.req('POST', '/admin/api-keys', { owner: m.id }, once);
+      expect(expectOk(again, 201).api_key).toBe(made.body.data.api_key);
+      expectError(await narrow.req('POST', '/admin/api-keys', { owner: m.id }, once), 409, 'IDEMPOTENCY_KEY_REUSED');
+      const rotateOnce = { 'idempotency-key': `rotate-${admin.id}` };
+      expectOk(await admin.client.req('POST', `/admin/api-keys/${wideKey.id}/rotate`, undefined, rotateOnce));
+      expectError(await narrow.req('POST', `/admin/api-keys/${wideKey.id}/rotate`, undefined, rotateOnce), 409, 'IDEMPOTENCY_KEY_REUSED');
+    });
+
     it('a scoped admin key mints, rotates, invites and approves nothing wider than itself', async () => {
       const admin = await join(root.client, 'scoped-admin');
       expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));
