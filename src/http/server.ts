@@ -174,8 +174,9 @@ export class FrontEnd<P> {
       if (x.aborted) return;
       const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, peer, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;
-      // a minted key is replayed only to the credential that minted it (its header is in the hashed request), never to a narrower key of the same identity
-      const request = () => fingerprint(r, params, body, rawQuery, headers) + (r.mints ? ` ${headers.authorization}` : '');
+      // an answer is replayed only to the credential that asked (its header is in the hashed request): a minted key or an
+      // invite code made by one key of an identity never reaches a narrower key of the same identity
+      const request = () => `${fingerprint(r, params, body, rawQuery, headers)} ${headers.authorization}`;
       const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, request(), exec) : await exec();
       if (!r.mints) assertMintsNoKey(out.data);
       // an upload the handler did not read to its end is dropped, not left paused

@@ -123,7 +123,7 @@ for (const backend of BACKENDS) {
       expect((await audit(root.client, `action=identity.attach_wallet&target=${root.id}`))[0].details).toMatchObject({ previous: w3.address, replaced_by: 'admin' });
     });
 
-    it('an Idempotency-Key replays a minted key only to the key that minted it, not to a narrower key of the same admin', async () => {
+    it('an Idempotency-Key replays a minted key or an invite only to the key that asked, not to a narrower key of the same admin', async () => {
       const admin = await join(root.client, 'replaying-admin');
       expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));
       const narrow = anon.as((await keyFor(admin.id, { permissions: SCOPED })).api_key);
@@ -138,6 +138,10 @@ for (const backend of BACKENDS) {
       const rotateOnce = { 'idempotency-key': `rotate-${admin.id}` };
       expectOk(await admin.client.req('POST', `/admin/api-keys/${wideKey.id}/rotate`, undefined, rotateOnce));
       expectError(await narrow.req('POST', `/admin/api-keys/${wideKey.id}/rotate`, undefined, rotateOnce), 409, 'IDEMPOTENCY_KEY_REUSED');
+      // an invite code is a credential too: the wide key's invite is not replayed to the narrow key
+      const inviteOnce = { 'idempotency-key': `invite-${admin.id}` };
+      expectOk(await admin.client.req('POST', '/invite/create', { name: 'replayed-invitee', type: 'agent' }, inviteOnce), 201);
+      expectError(await narrow.req('POST', '/invite/create', { name: 'replayed-invitee', type: 'agent' }, inviteOnce), 409, 'IDEMPOTENCY_KEY_REUSED');
     });
 
     it('a scoped admin key mints, rotates, invites and approves nothing wider than itself', async () => {
