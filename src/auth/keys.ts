@@ -84,7 +84,7 @@ async function load(store: Store, hash: string): Promise<Loaded> {
 }
 
 /** Neither revoked nor expired (nor gone). */
-export const isLive = (k: ApiKey | undefined): k is ApiKey => !!k && !k.revoked && !(k.expires_at && Date.parse(k.expires_at) <= Date.now());
+export const isLive = (k: ApiKey | undefined): boolean => !!k && !k.revoked && !(k.expires_at && Date.parse(k.expires_at) <= Date.now());
 
 export async function principalForKey(store: Store, plain: string, admin: boolean): Promise<Principal> {
   const hash = sha256(plain);

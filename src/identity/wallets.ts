@@ -56,7 +56,7 @@ export class Wallets {
       const b = bound.value;
       const binder = b.key ? await this.store.get<ApiKey>(keys.apiKey(b.key)) : undefined;
       if (!b.standing) throw ended(v.address, 'unrecorded', null);
-      if (b.key && !isLive(binder?.value)) throw ended(v.address, 'key_revoked', b.key);
+      if (b.key && !isLive(binder?.value)) throw ended(v.address, binder && !binder.value.revoked ? 'key_expired' : 'key_revoked', b.key);
       const until = Math.min(now() + this.sessionTtlMs, binder?.value.expires_at ? Date.parse(binder.value.expires_at) : Infinity);
       const key = issueKey(identity.value.id, b.standing, { ...b.standing, expires_at: iso(until), wallet: v.address, ...(b.key ? { parent: b.key } : {}) });
       const ops: Op[] = [
@@ -144,5 +144,5 @@ export class Wallets {
   }
 }
 
-const ended = (wallet: string, reason: 'unrecorded' | 'key_revoked', key: string | null) =>
+const ended = (wallet: string, reason: 'unrecorded' | 'key_revoked' | 'key_expired', key: string | null) =>
   new AppError('AUTH_WALLET_BINDING_ENDED', reason === 'unrecorded' ? `Wallet ${wallet} was bound before bindings recorded their standing: an admin must re-bind it` : `The key that bound wallet ${wallet} is revoked or expired: an admin must re-bind it`, { wallet_address: wallet, reason, key });

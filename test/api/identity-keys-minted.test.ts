@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { newWallet, signed, walletProof } from '../helpers/wallet.js';
-import { expectError, expectOk } from './support.js';
+import { expectError, expectOk, waitFor } from './support.js';
 
 const SCOPED = { signal_types: ['pulse'], rings: [], task_types: [], memory_scopes: ['org'] };
 const audit = async (admin: Client, q: string) => expectOk(await admin.get(`/admin/audit?${q}`)).entries as any[];
@@ -73,6 +73,18 @@ for (const backend of BACKENDS) {
       expectOk(await again.post('/emit', { signal_type: 'task', content: 're-bound' }), 201);
       const [entry] = await audit(root.client, `action=identity.rebind_wallet&target=${m.id}`);
       expect(entry).toMatchObject({ actor: root.id, details: { wallet_address: wallet.address, previous_key: binder.id } });
+    });
+
+    it('a session key ends no later than the key that bound its wallet; once that key expires the wallet cannot sign in', async () => {
+      const m = await join(root.client, 'short-lived');
+      const until = new Date(Date.now() + 3_000).toISOString();
+      const binder = await keyFor(m.id, { expires_at: until });
+      const wallet = newWallet();
+      expectOk(await anon.as(binder.api_key).post('/auth/attach-wallet', await walletProof(anon, wallet)));
+      expect(Date.parse(expectOk(await anon.post('/auth/siwe-login', await signed(anon, wallet))).expires_at)).toBe(Date.parse(until));
+      const after = await waitFor('the binding key to expire', async () => anon.post('/auth/siwe-login', await signed(anon, wallet)), (r) => r.status !== 200, 10_000, 250);
+      expectError(after, 403, 'AUTH_WALLET_BINDING_ENDED');
+      expect(after.body.error.details).toMatchObject({ reason: 'key_expired', key: binder.id });
     });
 
     it('rotating the binding key keeps the wallet bound, by the new key; sessions of the old key end', async () => {
