@@ -6,7 +6,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { newWallet, signed, walletProof } from '../helpers/wallet.js';
 import { expectError, expectOk, waitFor } from './support.js';
 
@@ -23,9 +23,11 @@ for (const backend of BACKENDS) {
     const servers = serversOn(backend);
     let anon: Client;
     let root: Member;
+    let svc: Started;
 
     beforeAll(async () => {
-      const url = (await servers.start({ AUTH_REQUEST_ENABLED: 'true' })).url;
+      svc = await servers.start({ AUTH_REQUEST_ENABLED: 'true' });
+      const url = svc.url;
       anon = new Client(url);
       root = await bootstrap(url);
     });
@@ -85,6 +87,22 @@ for (const backend of BACKENDS) {
       const after = await waitFor('the binding key to expire', async () => anon.post('/auth/siwe-login', await signed(anon, wallet)), (r) => r.status !== 200, 10_000, 250);
       expectError(after, 403, 'AUTH_WALLET_BINDING_ENDED');
       expect(after.body.error.details).toMatchObject({ reason: 'key_expired', key: binder.id });
+    });
+
+    it('a binding written before bindings recorded their standing signs in only after an admin re-binds it', async () => {
+      const m = await join(root.client, 'legacy');
+      const wallet = newWallet();
+      expectOk(await m.client.post('/auth/attach-wallet', await walletProof(anon, wallet)));
+      // the record as it was written before this change: the identity id alone
+      const key = `wallet:${wallet.address.toLowerCase()}`;
+      const cur = await svc.store.get(key);
+      expect((await svc.store.commit([{ op: 'put', key, value: { id: m.id }, expect: cur!.version }])).ok).toBe(true);
+      const res = await anon.post('/auth/siwe-login', await signed(anon, wallet));
+      expectError(res, 403, 'AUTH_WALLET_BINDING_ENDED');
+      expect(res.body.error.details).toMatchObject({ reason: 'unrecorded', key: null });
+      expectOk(await root.client.post(`/admin/identity/${m.id}/rebind-wallet`, { permissions: { signal_types: ['pulse'] } }));
+      const session = anon.as(expectOk(await anon.post('/auth/siwe-login', await signed(anon, wallet))).api_key);
+      expect((await whoami(session)).key.permissions.signal_types).toEqual(['pulse']);
     });
 
     it('rotating the binding key keeps the wallet bound, by the new key; sessions of the old key end', async () => {
