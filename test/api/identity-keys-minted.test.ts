@@ -213,6 +213,12 @@ for (const backend of BACKENDS) {
       expect((await whoami(approved)).key.permissions).toEqual(SCOPED);
       expectError(await approved.post('/memory/store', { namespace: `agent:${(await whoami(approved)).identity.id}`, content: 'outside org' }), 403, 'MEMORY_NAMESPACE_DENIED');
 
+      // making an admin would lend admin rights to the new admin's own keys, whatever they reach: refused
+      const promoted = await narrow.put(`/identities/${m.id}`, { is_admin: true });
+      expectError(promoted, 403, 'AUTH_SCOPE_DENIED');
+      expect(expectOk(await root.client.get(`/identities/${m.id}`)).is_admin).toBe(false);
+      expectOk(await narrow.put(`/identities/${m.id}`, { tags: ['renamed-by-narrow'] }));
+
       // re-bind: no wider than the admin's key either
       expectError(await narrow.post(`/admin/identity/${red.identity.id}/rebind-wallet`, { permissions: { signal_types: [] } }), 403, 'AUTH_SCOPE_DENIED');
       expect(expectOk(await narrow.post(`/admin/identity/${red.identity.id}/rebind-wallet`)).binding.standing.permissions).toEqual(SCOPED);
