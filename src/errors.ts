@@ -23,6 +23,8 @@ export const catalogue = {
   AUTH_KEY_EXPIRED: [401, 'API key expired'],
   AUTH_ADMIN_REQUIRED: [403, 'Admin key required'],
   AUTH_SCOPE_DENIED: [403, 'Key lacks scope'],
+  // not in the interface: a wallet whose binding key was revoked signs in again only after an admin re-binds it (docs/auth.md)
+  AUTH_WALLET_BINDING_ENDED: [403, 'The key that bound this wallet is revoked; an admin must re-bind it'],
   AUTH_REQUEST_DISABLED: [403, 'Public auth requests are disabled'],
   AUTH_REQUEST_NOT_FOUND: [404, 'Auth request not found'],
   AUTH_REQUEST_ALREADY_REVIEWED: [409, 'Auth request already reviewed'],

@@ -27,7 +27,7 @@ export const adminRoutes = ({ apiKeys, invites }: Services): Route<Principal>[] 
     handler: async (r) => pageReply('invites', await invites.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
   { method: 'get', path: '/admin/api-keys', auth: 'admin', handler: async () => ({ data: await apiKeys.list() }) },
-  { method: 'post', path: '/admin/api-keys', auth: 'admin', idempotent: true, body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal, r.body) }) },
+  { method: 'post', path: '/admin/api-keys', auth: 'admin', idempotent: true, mints: true, body: KeyCreate, handler: async (r) => ({ status: 201, data: await apiKeys.create(r.principal, r.body) }) },
   { method: 'post', path: '/admin/api-keys/:id/revoke', auth: 'admin', handler: async (r) => ({ data: await apiKeys.revoke(r.principal, r.params.id) }) },
-  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', idempotent: true, handler: async (r) => ({ data: await apiKeys.rotate(r.principal, r.params.id) }) },
+  { method: 'post', path: '/admin/api-keys/:id/rotate', auth: 'admin', idempotent: true, mints: true, handler: async (r) => ({ data: await apiKeys.rotate(r.principal, r.params.id) }) },
 ];

@@ -11,7 +11,7 @@ export const Address = Type.String({ pattern: '^0x[0-9a-fA-F]{40}$' });
 export const AgentId = Type.String({ pattern: '^[0-9]{1,78}$' });
 
 const LoginBody = compile(Type.Object({ message: Text, signature: Text }));
-const AttachBody = compile(Type.Object({ wallet_address: Address, message: Text, signature: Text, agent_8004_id: Type.Optional(AgentId) }));
+const AttachBody = compile(Type.Object({ wallet_address: Address, message: Text, signature: Text, agent_8004_id: Type.Optional(AgentId), previous_message: Type.Optional(Text), previous_signature: Type.Optional(Text) }));
 const AnyObject = compile(Type.Object({}));
 const SubmitBody = compile(
   Type.Object({
@@ -29,8 +29,8 @@ export const authRoutes = (s: Services): Route<Principal>[] => {
   const login: Route<Principal>['handler'] = async (r) => ({ data: await s.wallets.login(r.body.message, r.body.signature, r.requestId) });
   return [
     { method: 'get', path: '/auth/nonce', auth: 'public', handler: async () => ({ data: await s.siwe.nonce() }) },
-    { method: 'post', path: '/auth/siwe-login', auth: 'public', body: LoginBody, invalid: 'SIWE_VALIDATION_FAILED', handler: login },
-    { method: 'post', path: '/siwe/login', auth: 'public', body: LoginBody, invalid: 'SIWE_VALIDATION_FAILED', handler: login },
+    { method: 'post', path: '/auth/siwe-login', auth: 'public', mints: true, body: LoginBody, invalid: 'SIWE_VALIDATION_FAILED', handler: login },
+    { method: 'post', path: '/siwe/login', auth: 'public', mints: true, body: LoginBody, invalid: 'SIWE_VALIDATION_FAILED', handler: login },
     { method: 'post', path: '/auth/attach-wallet', auth: 'key', body: AttachBody, invalid: 'IDENTITY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.wallets.attach(r.principal, r.body) }) },
     {
       method: 'post',

@@ -19,8 +19,9 @@ const UpdateBody = compile(
   }),
 );
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
+const RebindBody = compile(Type.Object({ permissions: Type.Optional(Type.Object({ signal_types: Strings, rings: Strings, task_types: Strings, memory_scopes: Strings })), ring_scopes: Strings }));
 
-export const identityRoutes = ({ identities }: Services): Route<Principal>[] => [
+export const identityRoutes = ({ identities, wallets }: Services): Route<Principal>[] => [
   {
     method: 'get',
     path: '/identities',
@@ -31,4 +32,13 @@ export const identityRoutes = ({ identities }: Services): Route<Principal>[] => 
   { method: 'get', path: '/identities/:id', auth: 'admin', handler: async (r) => ({ data: await identities.get(r.params.id) }) },
   { method: 'put', path: '/identities/:id', auth: 'admin', body: UpdateBody, invalid: 'IDENTITY_VALIDATION_FAILED', handler: async (r) => ({ data: await identities.update(r.principal, r.params.id, r.body) }) },
   { method: 'del', path: '/admin/identity/:id', auth: 'admin', handler: async (r) => ({ data: await identities.delete(r.principal, r.params.id) }) },
+  {
+    method: 'post',
+    path: '/admin/identity/:id/rebind-wallet',
+    auth: 'admin',
+    body: RebindBody,
+    invalid: 'IDENTITY_VALIDATION_FAILED',
+    errors: ['IDENTITY_NOT_FOUND', 'AUTH_SCOPE_DENIED'],
+    handler: async (r) => ({ data: await wallets.rebind(r.principal, r.params.id, r.body) }),
+  },
 ];

@@ -38,6 +38,7 @@ export const inviteRoutes = (s: Services): Route<Principal>[] => [
     method: 'post',
     path: '/invite',
     auth: 'public',
+    mints: true,
     body: RedeemBody,
     invalid: 'INVITE_VALIDATION_FAILED',
     handler: async (r) => ({ status: 201, data: await s.invites.redeem(r.body, r.requestId) }),

@@ -6,6 +6,7 @@ import type { Op, Store } from '../store/port.js';
 import { membershipOf } from '../org/memberships.js';
 import { Lru } from '../lru.js';
 import { authGeneration } from './generation.js';
+import { assertWithin, type Standing } from './standing.js';
 import { indexes, keys, type ApiKey, type Identity, type Permissions, type Principal } from '../identity/model.js';
 
 const KEY_PREFIX = 'svc_';
@@ -13,19 +14,29 @@ const idFor = (hash: string) => 'key_' + hash.slice(0, 24);
 
 export const emptyPermissions = (): Permissions => ({ signal_types: [], rings: [], task_types: [], memory_scopes: [] });
 
-export function issueKey(owner: string, opts: Partial<Pick<ApiKey, 'permissions' | 'ring_scopes' | 'expires_at' | 'rate_limit'>> = {}) {
+/**
+ * Mints a key. Every path that answers or stores a new key comes here with the standing of whoever grants
+ * it (the caller's key, an invite's creator, a wallet binding): a key reaching beyond it is refused
+ * (AUTH_SCOPE_DENIED), so no credential obtains a credential with more rights than itself.
+ */
+export function issueKey(owner: string, grantor: Standing, opts: Partial<Pick<ApiKey, 'permissions' | 'ring_scopes' | 'expires_at' | 'rate_limit' | 'wallet' | 'parent'>> = {}) {
+  const permissions = opts.permissions ?? emptyPermissions();
+  const ring_scopes = opts.ring_scopes ?? [];
+  assertWithin(grantor, { permissions, ring_scopes });
   const plain = secretToken(KEY_PREFIX);
   const hash = sha256(plain);
   const record: ApiKey = {
     id: idFor(hash),
     owner,
-    permissions: opts.permissions ?? emptyPermissions(),
-    ring_scopes: opts.ring_scopes ?? [],
+    permissions,
+    ring_scopes,
     created_at: iso(),
     expires_at: opts.expires_at ?? null,
     revoked: false,
     rate_limit: opts.rate_limit ?? null,
     hash,
+    ...(opts.wallet ? { wallet: opts.wallet } : {}),
+    ...(opts.parent ? { parent: opts.parent } : {}),
   };
   const ops: Op[] = [
     { op: 'put', key: keys.apiKey(record.id), value: record, expect: 0 },
@@ -49,6 +60,8 @@ interface Loaded {
   key: ApiKey | undefined;
   identity: Identity | undefined;
   membership: unknown;
+  /** a session key's parent (the key that bound its wallet) */
+  parent?: ApiKey;
 }
 
 /** What each store's keys resolved to, by key hash, valid while the auth generation is unchanged */
@@ -63,18 +76,24 @@ async function load(store: Store, hash: string): Promise<Loaded> {
   const hit = cache.get(hash);
   if (hit && hit.gen === gen) return hit;
   const key = (await store.get<ApiKey>(keys.apiKey(idFor(hash))))?.value;
-  const [identity, membership] = key && key.hash === hash ? await store.getMany<unknown>([keys.identity(key.owner), keys.membership(key.owner)]) : [];
-  const loaded: Loaded = { gen, key, identity: identity?.value as Identity | undefined, membership: membership?.value };
+  const mine = key && key.hash === hash;
+  const [identity, membership, parent] = mine ? await store.getMany<unknown>([keys.identity(key.owner), keys.membership(key.owner), ...(key.parent ? [keys.apiKey(key.parent)] : [])]) : [];
+  const loaded: Loaded = { gen, key, identity: identity?.value as Identity | undefined, membership: membership?.value, parent: parent?.value as ApiKey | undefined };
   cache.set(hash, loaded);
   return loaded;
 }
 
+/** Neither revoked nor expired (nor gone). */
+export const isLive = (k: ApiKey | undefined): boolean => !!k && !k.revoked && !(k.expires_at && Date.parse(k.expires_at) <= Date.now());
+
 export async function principalForKey(store: Store, plain: string, admin: boolean): Promise<Principal> {
   const hash = sha256(plain);
-  const { key, identity, membership } = await load(store, hash);
+  const { key, identity, membership, parent } = await load(store, hash);
   if (!key || key.hash !== hash) throw new AppError('AUTH_KEY_INVALID');
   if (key.revoked) throw new AppError('AUTH_KEY_REVOKED');
   if (key.expires_at && Date.parse(key.expires_at) <= Date.now()) throw new AppError('AUTH_KEY_EXPIRED');
+  // a session key lives no longer than the key that bound its wallet
+  if (key.parent && !isLive(parent)) throw new AppError('AUTH_KEY_REVOKED', 'The key that bound this session’s wallet is revoked or expired', { reason: 'parent_revoked', parent: key.parent });
   if (!identity) throw new AppError('AUTH_KEY_INVALID', 'The identity of this key no longer exists');
   const principal: Principal = { identity, key, membership: membershipOf(membership) };
   // every authenticated route, socket op and stream needs an active membership

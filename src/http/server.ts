@@ -88,6 +88,8 @@ export interface Route<P = any> {
   raw?: boolean;
   /** a create route: an `Idempotency-Key` header makes a retry answer the first reply (FrontEndOptions.idempotent) */
   idempotent?: boolean;
+  /** answers a new API key (`data.api_key`); any other route that tries is a 500, so none escapes the keys-minted property test */
+  mints?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -172,7 +174,11 @@ export class FrontEnd<P> {
       if (x.aborted) return;
       const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, peer, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;
-      const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, fingerprint(r, params, body, rawQuery, headers), exec) : await exec();
+      // an answer is replayed only to the credential that asked (its header is in the hashed request): a minted key or an
+      // invite code made by one key of an identity never reaches a narrower key of the same identity
+      const request = () => `${fingerprint(r, params, body, rawQuery, headers)} ${headers.authorization}`;
+      const out = idemKey !== undefined && this.opts.idempotent ? await this.opts.idempotent(principal, idemKey, request(), exec) : await exec();
+      if (!r.mints) assertMintsNoKey(out.data);
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
       const extra = { ...out.headers, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };
@@ -259,3 +265,7 @@ function parseJson(raw: Buffer | undefined): unknown {
   return v;
 }
 
+/** Only a route declared `mints` answers a key: the declaration is what the keys-minted property test sweeps. */
+export function assertMintsNoKey(data: unknown): void {
+  if (typeof data === 'object' && data !== null && 'api_key' in data) throw new AppError('INTERNAL_SERVER_ERROR', 'A route or method not declared as minting keys answered one');
+}

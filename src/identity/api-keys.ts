@@ -2,11 +2,12 @@
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { emptyPermissions, issueKey } from '../auth/keys.js';
+import { standingOf } from '../auth/standing.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { loadAll } from '../store/scan.js';
-import type { Op } from '../store/port.js';
+import type { Op, Store } from '../store/port.js';
 import { auditOps } from '../audit/audit.js';
-import { indexes, keys, publicKey, type ApiKey, type Permissions, type Principal } from './model.js';
+import { indexes, keys, publicKey, type ApiKey, type Identity, type Permissions, type Principal, type WalletBinding } from './model.js';
 
 export interface KeyCreate {
   owner?: string;
@@ -22,7 +23,7 @@ export class ApiKeys {
   async create(admin: Principal, body: KeyCreate) {
     const owner = body.owner ?? admin.identity.id;
     if (!(await this.rt.store.get(keys.identity(owner)))) throw new AppError('IDENTITY_NOT_FOUND');
-    const key = issueKey(owner, {
+    const key = issueKey(owner, standingOf(admin.key), {
       permissions: { ...emptyPermissions(), ...body.permissions },
       ring_scopes: body.ring_scopes ?? [],
       expires_at: body.expires_at ?? null,
@@ -49,22 +50,36 @@ export class ApiKeys {
     return publicKey(next);
   }
 
-  /** Revokes the key and issues a new one with the same owner and permissions, in one commit. */
+  /**
+   * Revokes the key and issues a new one with the same owner and permissions, in one commit; a wallet the
+   * old key bound stays bound, by the new one.
+   */
   async rotate(admin: Principal, id: string) {
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
       if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
       const k = cur.value;
       if (k.revoked) throw new AppError('POLICY_DENIED', 'A revoked key cannot be rotated; create a new key instead');
-      const fresh = issueKey(k.owner, { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit });
+      const fresh = issueKey(k.owner, standingOf(admin.key), { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit, wallet: k.wallet, parent: k.parent });
+      const moved = await rebindOps(this.rt.store, k, fresh.record.id);
       return {
         result: { api_key: fresh.plain, id: fresh.record.id },
         ops: [
           { op: 'put' as const, key: keys.apiKey(id), value: { ...k, revoked: true, updated_at: iso() }, expect: cur.version },
           ...fresh.ops,
-          ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id } }),
+          ...moved,
+          ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id, ...(moved.length ? { wallet_binding_moved: true } : {}) } }),
         ],
       };
     });
   }
+}
+
+/** The owner's wallet binding moved from a rotated key to its successor (checked against a concurrent re-bind). */
+async function rebindOps(store: Store, old: ApiKey, successor: string): Promise<Op[]> {
+  const owner = await store.get<Identity>(keys.identity(old.owner));
+  const address = owner?.value.wallet_address;
+  const bound = address ? await store.get<WalletBinding>(keys.wallet(address)) : undefined;
+  if (!bound || bound.value.key !== old.id) return [];
+  return [{ op: 'put', key: keys.wallet(address!), value: { ...bound.value, key: successor }, expect: bound.version }];
 }

@@ -12,6 +12,7 @@ import type { Op } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
 import type { Siwe } from '../auth/siwe.js';
+import { standingOf } from '../auth/standing.js';
 import { AUTH_REQUEST, authRequestIndexes, authRequestView } from './auth-request-kind.js';
 import { identityPlan } from './create.js';
 import { keys, type Principal } from './model.js';
@@ -87,7 +88,7 @@ export class AuthRequests {
       extra: async (next) => {
         const c = next.context;
         const taken = new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${c.name}" exists`, { field: 'name', reason: 'taken' });
-        const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, false);
+        const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, { standing: standingOf(admin.key), key: false, by: admin.identity.id });
         identity = plan.identity;
         return [...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId } })];
       },

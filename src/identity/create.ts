@@ -6,7 +6,8 @@ import type { Op, Store } from '../store/port.js';
 import { issueKey } from '../auth/keys.js';
 import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import { membershipCreateOps } from '../org/memberships.js';
-import { indexes, keys, type Company, type Identity } from './model.js';
+import type { Standing } from '../auth/standing.js';
+import { indexes, keys, type Company, type Identity, type WalletBinding } from './model.js';
 
 export interface NewIdentity {
   id?: string;
@@ -20,11 +21,21 @@ export interface NewIdentity {
 }
 
 /**
+ * What the new identity may do: `standing` bounds its key (when it gets one) and is recorded with its wallet
+ * binding; `by` is who binds the wallet (an approving admin), else the identity itself with its new key.
+ */
+export interface Grant {
+  standing: Standing;
+  key: boolean;
+  by?: string;
+}
+
+/**
  * Reads what creating an identity depends on and answers its ops: the identity, its unique name (and
  * wallet), its membership, the company on first use, the admin set for an admin. Throws when the name or
  * wallet is taken; a concurrent taker makes the commit fail and the caller's retry sees it.
  */
-export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppError, withKey: boolean) {
+export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppError, grant: Grant) {
   const [company, name, wallet] = await store.getMany<unknown>([keys.company, keys.identityName(n.name), ...(n.wallet_address ? [keys.wallet(n.wallet_address)] : [])]);
   if (name) throw nameTaken;
   if (n.wallet_address && wallet) throw new AppError('IDENTITY_WALLET_DUPLICATE', `Wallet ${n.wallet_address} belongs to another identity`);
@@ -45,7 +56,7 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
   };
   const companyRec = company?.value as Company | undefined;
   const org: Company = companyRec ?? { id: newId(), name: 'default', created_at: now };
-  const key = withKey ? issueKey(identity.id) : undefined;
+  const key = grant.key ? issueKey(identity.id, grant.standing, grant.standing) : undefined;
   const ops: Op[] = [
     { op: 'put', key: keys.identity(identity.id), value: identity, expect: 0 },
     { op: 'put', key: keys.identityName(identity.name), value: { id: identity.id }, expect: 0 },
@@ -55,7 +66,10 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
     // the outbox: webhooks hear of the join from the commit that made it
     { op: 'append', log: ORG_LOG, entry: { type: 'identity.joined', at: now, identity: { id: identity.id, name: identity.name, type: identity.type, is_admin: identity.is_admin, created_at: now } } satisfies OrgLogEntry },
   ];
-  if (identity.wallet_address) ops.push({ op: 'put', key: keys.wallet(identity.wallet_address), value: { id: identity.id }, expect: 0 });
+  if (identity.wallet_address) {
+    const binding: WalletBinding = { id: identity.id, standing: grant.standing, key: key?.record.id ?? null, bound_by: grant.by ?? identity.id, bound_at: now };
+    ops.push({ op: 'put', key: keys.wallet(identity.wallet_address), value: binding, expect: 0 });
+  }
   if (!companyRec) ops.push({ op: 'put', key: keys.company, value: org, expect: 0 });
   if (identity.is_admin) ops.push(...(await adminSetOps(store, (ids) => [...ids, identity.id])));
   return { identity, ops, api_key: key?.plain };

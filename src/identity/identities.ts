@@ -10,6 +10,7 @@ import { scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
 import { accessEndedOp } from '../journal/journal.js';
 import { readAll } from '../store/scan.js';
+import { restriction, standingOf } from '../auth/standing.js';
 import { adminSetOps } from './create.js';
 import { indexes, keys, type ApiKey, type Identity, type Principal } from './model.js';
 import type { Registry } from './registry.js';
@@ -72,6 +73,7 @@ export class Identities {
         if (await this.store.get(keys.identityName(next.name))) throw new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${next.name}" exists`, { field: 'name', reason: 'taken' });
         ops.push({ op: 'del', key: keys.identityName(old.name) }, { op: 'put', key: keys.identityName(next.name), value: { id }, expect: 0 });
       }
+      if (next.is_admin && !old.is_admin) assertMayMakeAdmin(admin);
       if (next.is_admin !== old.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => (next.is_admin ? [...ids, id] : ids.filter((x) => x !== id)))));
       const changed = Object.keys(body).filter((k) => JSON.stringify(body[k as keyof IdentityUpdate]) !== JSON.stringify(old[k as keyof Identity]));
       ops.push(...auditOps({ actor: admin.identity.id, action: 'identity.update', target: id, requestId: admin.requestId, details: { changed } }));
@@ -116,6 +118,12 @@ export class Identities {
       if (ring) await this.org.updateRing(ringId, { members: ring.members.filter((m) => m !== id) }, admin).catch(ignoreGone('ORG_RING_NOT_FOUND'));
     }
   }
+}
+
+/** Making an admin lends admin rights to the identity's keys, whatever their scopes: only an unscoped key may. */
+function assertMayMakeAdmin(admin: Principal): void {
+  const scope = restriction(standingOf(admin.key));
+  if (scope) throw new AppError('AUTH_SCOPE_DENIED', 'A scoped key may not make an admin: the new admin’s keys would reach beyond it', { scope });
 }
 
 /** a concurrent delete of the same fill or ring already did the work */

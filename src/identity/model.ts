@@ -37,6 +37,23 @@ export interface ApiKey {
   rate_limit: number | null;
   /** sha-256 of the key; stripped from every answer */
   hash: string;
+  /** a SIWE session key: the wallet that signed in */
+  wallet?: string;
+  /** a SIWE session key: the key that bound its wallet; revoking that one ends this one too */
+  parent?: string;
+}
+
+/**
+ * The record under `wallet:<address>`: one identity per wallet, and the standing a SIWE session key of it
+ * carries. `key` is the key that bound it (null: bound by an admin); while that key is revoked, expired or
+ * gone the wallet cannot sign in. A record without `standing` predates the rule and needs an admin re-bind.
+ */
+export interface WalletBinding {
+  id: string;
+  standing?: { permissions: Permissions; ring_scopes: string[] };
+  key?: string | null;
+  bound_by?: string;
+  bound_at?: string;
 }
 
 export interface Invite {
@@ -50,6 +67,8 @@ export interface Invite {
   redeemed_by: string | null;
   redeemed_at: string | null;
   expires_at: string | null;
+  /** the creating key's standing: the redeemed key carries no more (absent on invites made before the rule: unrestricted) */
+  standing?: { permissions: Permissions; ring_scopes: string[] };
 }
 
 export interface Company {

@@ -19,6 +19,8 @@ export interface Method<T = any> {
   description: string;
   /** an admin identity's key only */
   admin?: boolean;
+  /** answers a new API key (`api_key`): as a route's `mints` (src/http/server.ts), the keys-minted property test sweeps these */
+  mints?: boolean;
   handler(p: Principal, params: T): Promise<unknown>;
 }
 export type MethodTable = Record<string, Method>;
@@ -148,7 +150,9 @@ export function resolve(table: MethodTable, name: string, params: unknown): Reso
 
 export async function invoke(call: ResolvedCall, p: Principal): Promise<unknown> {
   if (call.method.admin && !p.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');
-  return call.method.handler(p, call.params);
+  const out = await call.method.handler(p, call.params);
+  if (!call.method.mints && typeof out === 'object' && out !== null && 'api_key' in out) throw new AppError('INTERNAL_SERVER_ERROR', 'A method not declared as minting keys answered one');
+  return out;
 }
 
 /** A failure as a client may see it: a catalogue code, never an internal message (`clientError`). */

@@ -93,7 +93,7 @@ const a2a = (method: string, params: unknown): Req => post('/a2a', { jsonrpc: '2
 
 const PUBLIC_SCOPE = 'public: no key is read, so no key scope applies';
 const PUBLIC = { scope: none(PUBLIC_SCOPE), other: none('public: answers anyone alike and names no identity’s resource') };
-const ADMIN_SCOPE = 'admin only: an admin may issue itself an unscoped key (POST /admin/api-keys), so scopes on an admin key bound nothing';
+const ADMIN_SCOPE = 'admin only: key scopes narrow signals and memories, not administration; the keys and wallet bindings an admin key grants stay inside its own scopes (keys minted: test/api/authz-keys-minted.test.ts)';
 /** an admin route over org-level records (no identity owns them); a member is refused by the sweep */
 const ADMIN = { scope: none(ADMIN_SCOPE), other: none('admin only (AUTH_ADMIN_REQUIRED, swept) over org-level records no identity owns') };
 /** an admin route naming another identity's resource: a member naming other's real id is refused */
@@ -222,7 +222,11 @@ export const ROUTES: Record<string, Row> = {
   'GET /auth/nonce': PUBLIC,
   'POST /auth/siwe-login': PUBLIC,
   'POST /siwe/login': PUBLIC,
-  'POST /auth/attach-wallet': { scope: none('identity business, not key-scoped'), other: none('binds a wallet to the caller itself; the SIWE signature proves the wallet') },
+  'POST /auth/attach-wallet': {
+    // any scope refuses: the wallet's session keys would carry the binding key's standing beyond what it was given (checked before the proof)
+    scope: [scoped([...SIGNAL_SCOPES, 'memory_scopes'], () => post('/auth/attach-wallet', { wallet_address: `0x${'1'.repeat(40)}`, message: 'm', signature: 's' }), 403, 'AUTH_SCOPE_DENIED')],
+    other: none('binds a wallet to the caller itself; the SIWE signature proves the wallet, and replacing one needs the old wallet’s proof'),
+  },
   'POST /auth-request': PUBLIC,
   'GET /auth-requests': ADMIN,
   'POST /auth-request/:id/approve': ADMIN,
@@ -231,6 +235,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /identities/:id': adminOver((f) => get(`/identities/${f.other.id}`)),
   'PUT /identities/:id': adminOver((f) => req('PUT', `/identities/${f.other.id}`, { name: 'renamed' })),
   'DELETE /admin/identity/:id': adminOver((f) => req('DELETE', `/admin/identity/${f.other.id}`)),
+  'POST /admin/identity/:id/rebind-wallet': adminOver((f) => post(`/admin/identity/${f.other.id}/rebind-wallet`)),
   'GET /admin/audit': ADMIN,
 
   'POST /memory/store': memNs((ns) => post('/memory/store', { namespace: ns, content: 'not yours' }), 403, 'MEMORY_NAMESPACE_DENIED', true),

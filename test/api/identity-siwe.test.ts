@@ -136,12 +136,15 @@ for (const backend of BACKENDS) {
       expect(replay.body.error.details.reason).toBe('SIWE_NONCE_USED');
       expectError(await b.client.post('/auth/attach-wallet', { wallet_address: w2.address, message: 'x' }), 400, 'IDENTITY_VALIDATION_FAILED', 'signature');
 
-      // replacing a wallet frees the old one
+      // replacing a wallet needs the old wallet's proof, and frees the old one
       const w3 = newWallet();
-      expectOk(await a.client.post('/auth/attach-wallet', await walletProof(anon, w3)));
+      expectError(await a.client.post('/auth/attach-wallet', await walletProof(anon, w3)), 400, 'IDENTITY_VALIDATION_FAILED', 'previous_message');
+      const previous = await signed(anon, w1);
+      expectOk(await a.client.post('/auth/attach-wallet', { ...(await walletProof(anon, w3)), previous_message: previous.message, previous_signature: previous.signature }));
       expectError(await anon.post('/auth/siwe-login', await signed(anon, w1)), 404, 'IDENTITY_NOT_FOUND');
       expect(expectOk(await anon.post('/auth/siwe-login', await signed(anon, w3))).identity.id).toBe(a.id);
-      expectOk(await b.client.post('/auth/attach-wallet', await walletProof(anon, w1)));
+      const fromW2 = await signed(anon, w2);
+      expectOk(await b.client.post('/auth/attach-wallet', { ...(await walletProof(anon, w1)), previous_message: fromW2.message, previous_signature: fromW2.signature }));
     });
 
     it('redeeming with a wallet bound elsewhere is refused, and a partial proof is invalid', async () => {

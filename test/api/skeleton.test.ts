@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { issueKey } from '../../src/auth/keys.js';
+import { unrestricted } from '../../src/auth/standing.js';
 import type { Op } from '../../src/store/port.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
@@ -172,10 +173,10 @@ describe.each(CORE_BACKENDS)('walking skeleton on %s', (backend) => {
 
       it('an expired key → AUTH_KEY_EXPIRED, a revoked key → AUTH_KEY_REVOKED', async () => {
         // An expired key: seeded through the service's own store (a key record as issueKey makes it).
-        const expired = issueKey(alice.id, { expires_at: new Date(Date.now() - 60_000).toISOString() });
+        const expired = issueKey(alice.id, unrestricted(), { expires_at: new Date(Date.now() - 60_000).toISOString() });
         expect((await svc.store.commit(expired.ops)).ok).toBe(true);
         // A revoked key: one seeded revoked, and one made and revoked through the admin routes.
-        const seeded = issueKey(alice.id);
+        const seeded = issueKey(alice.id, unrestricted());
         const seededOps = seeded.ops.map((op): Op => (op.op === 'put' ? { ...op, value: { ...seeded.record, revoked: true } } : op));
         expect((await svc.store.commit(seededOps)).ok).toBe(true);
         const made = await root.client.post('/admin/api-keys', { owner: alice.id });
