@@ -4,7 +4,6 @@
  * rule out a common path; anything else is a possible overlap. Every "disjoint" answer is also checked
  * against sample paths: no sample may match both globs.
  */
-import picomatch from 'picomatch';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { globMatcher, literalPrefix, literalSuffix, mayOverlap, normalizePath } from '../../src/reservations/overlap.js';
