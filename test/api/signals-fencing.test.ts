@@ -1,5 +1,5 @@
 /**
- * Task lease fencing over every surface that claims, on both backends: a claim answers `claim_token`, the
+ * Task lease fencing over every surface that claims, on both backends and a Redis Cluster: a claim answers `claim_token`, the
  * lease lapses, the task is granted again (to another worker of the same identity, or to another agent),
  * and the old holder's renewal, completion and release naming its older token are refused 403
  * SIGNAL_ACK_UNAUTHORIZED with details.reason "stale_claim", changing nothing; the new holder's token
@@ -13,7 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
 /** What a surface answered: the Signal, or the error's code and details. */
@@ -106,7 +106,7 @@ const ok = (a: Answer) => {
 };
 const stale = (a: Answer) => expect(a).toEqual({ code: 'SIGNAL_ACK_UNAUTHORIZED', details: { reason: 'stale_claim' } });
 
-describe.each(BACKENDS)('task lease fencing on %s', (backend) => {
+describe.each(CORE_BACKENDS)('task lease fencing on %s', (backend) => {
   const servers = serversOn(backend);
   let svc: Service;
   let root: Member;
