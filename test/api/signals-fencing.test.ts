@@ -4,7 +4,8 @@
  * and the old holder's renewal, completion and release naming its older token are refused 403
  * SIGNAL_ACK_UNAUTHORIZED with details.reason "stale_claim", changing nothing; the new holder's token
  * completes it. REST /claim and /ack, the WebSocket claim and ack ops, /rpc tasks.claim and signals.ack,
- * MCP svc_claim_task and svc_ack_signal, /rpc workflow.next (complete_claim / release_claim). A caller that
+ * MCP svc_claim_task and svc_ack_signal, /rpc workflow.next (complete_claim / release_claim) and
+ * handoff.create. A caller that
  * sends no token is checked by identity, as before.
  */
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
@@ -154,6 +155,19 @@ describe.each(CORE_BACKENDS)('task lease fencing on %s', (backend) => {
     } finally {
       await s.close?.();
     }
+  });
+
+  it('handoff.create ends the claim it names only with the current claim_token', async () => {
+    const task = await emitOk(root, { signal_type: 'task', content: 'hand me off', payload: {} });
+    expect(ok(await rpcSurface().claim(worker, task, { lease_ms: LAPSING }))).toMatchObject({ claim_token: 1 });
+    await lapsed(task.id);
+    expect(ok(await rpcSurface().claim(worker, task))).toMatchObject({ claim_token: 2 });
+    const handoff = { to_identity: other.id, summary: 'over to you', complete_claim: task.id };
+    stale(await rpc(worker, 'handoff.create', { ...handoff, claim_token: 1 }));
+    expect(await shown(task.id)).toMatchObject({ delivery_state: 'leased', task_status: 'open', claim_token: 2 });
+    const done = await rpc(worker, 'handoff.create', { ...handoff, claim_token: 2 });
+    expect(done.result.claim).toMatchObject({ id: task.id, task_status: 'completed' });
+    expect(done.result.signal).toMatchObject({ to_identity: other.id, parent_id: task.id });
   });
 
   it('a caller that sends no token is checked by identity as before; a token never granted is refused', async () => {
