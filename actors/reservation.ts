@@ -23,6 +23,8 @@ export interface ReservationContext {
   released_at: string | null;
   released_by: string | null;
   forced: boolean;
+  /** the fencing token: the project's grant counter at this grant, higher for every later grant (absent on older records) */
+  fence?: number;
 }
 
 export type ReservationEvent =

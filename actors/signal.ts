@@ -51,6 +51,8 @@ export interface SignalContext {
   claimed_by: string | null;
   claimed_at: string | null;
   claim_expires_at: string | null;
+  /** the fencing token of the task's lease: raised by each grant, kept by a renewal (absent before the first grant) */
+  claim_token?: number;
   protocol_version: 'svc/1.0';
   delivery_count: number;
   max_attempts: number;
@@ -70,8 +72,9 @@ export interface SignalContext {
 
 export type SignalEvent =
   | { type: 'DELIVER'; now: number }
-  | { type: 'CLAIM'; now: number; identity: string; lease_ms: number }
-  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed' }
+  /** `claim_token`, when given, must be the current grant's: a renewal by the holder */
+  | { type: 'CLAIM'; now: number; identity: string; lease_ms: number; claim_token?: number }
+  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number }
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
@@ -82,8 +85,12 @@ export type SignalEvent =
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
 
+/** A write (renewal, ack) from a holder of an older grant than the task's latest: its lease lapsed and moved on. */
+const staleClaim = { guard: 'staleClaim' as const, actions: refuse('SIGNAL_ACK_UNAUTHORIZED', { reason: 'stale_claim' }) };
+
 /** A claim of a pending or delivered signal. */
 const claimOpen = [
+  staleClaim,
   { guard: 'notTask' as const, actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
   { guard: 'notOpen' as const, actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
   { target: 'leased', actions: 'lease' as const },
@@ -101,6 +108,7 @@ const ackDue = { guard: 'ackDue' as const, actions: 'noteOverdue' as const };
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
 const ackUnleased = [
+  staleClaim,
   { guard: 'isTask' as const, actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
   { target: 'acked', actions: 'stamp' as const },
 ];
@@ -110,9 +118,9 @@ export const signalMachine = setup({
   actions: {
     refuse: refuseAction,
     stamp: assign({ updated_at: ({ event }) => iso(event.now) }),
-    lease: assign(({ event }) => {
+    lease: assign(({ context, event }) => {
       const e = event as Extract<SignalEvent, { type: 'CLAIM' }>;
-      return { claimed_by: e.identity, claimed_at: iso(e.now), claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
+      return { claimed_by: e.identity, claimed_at: iso(e.now), claim_expires_at: iso(e.now + e.lease_ms), claim_token: (context.claim_token ?? 0) + 1, updated_at: iso(e.now) };
     }),
     renew: assign(({ event }) => {
       const e = event as Extract<SignalEvent, { type: 'CLAIM' }>;
@@ -143,6 +151,8 @@ export const signalMachine = setup({
   guards: {
     notTask: ({ context }) => context.signal_type !== 'task',
     isTask: ({ context }) => context.signal_type === 'task',
+    staleClaim: ({ context, event }) =>
+      context.signal_type === 'task' && (event.type === 'CLAIM' || event.type === 'ACK') && event.claim_token !== undefined && event.claim_token !== (context.claim_token ?? 0),
     notOpen: ({ context }) => context.task_status !== 'open',
     byClaimer: ({ context, event }) => context.claimed_by === identityOf(event),
     notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
@@ -187,11 +197,13 @@ export const signalMachine = setup({
       on: {
         CLAIM: [
           { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
+          staleClaim,
           { guard: 'byClaimer', target: 'leased', reenter: true, actions: 'renew' },
           { actions: refuse('SIGNAL_CLAIM_CONFLICT') },
         ],
         ACK: [
           { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
+          staleClaim,
           { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
           { guard: { type: 'failedOutcome' }, target: 'released' },
           { target: 'acked', actions: 'complete' },
@@ -210,8 +222,9 @@ export const signalMachine = setup({
     },
     acked: {
       on: {
-        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+        ACK: [staleClaim, { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') }],
         CLAIM: [
+          staleClaim,
           { guard: 'notTask', actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
           { actions: refuse('SIGNAL_CLAIM_INVALID_STATUS') },
         ],

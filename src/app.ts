@@ -81,6 +81,8 @@ export interface Service {
   realtime: Realtime;
   /** the front end's live route table (REST, /rpc, /mcp, /a2a), for tests that sweep every route */
   routes: readonly Route<Principal>[];
+  /** another memory job worker over this store, as a second instance runs one (tests of the job lease) */
+  jobWorker(): { start(): void; stop(): Promise<void> };
   log: Logger;
   close(): Promise<void>;
 }
@@ -135,7 +137,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);
-  const jobs = new Jobs(runtime, memories, artifacts, log);
+  const jobWorker = () => new Jobs(runtime, memories, artifacts, log, config.memoryJobLeaseMs);
+  const jobs = jobWorker();
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const trust = new Trust(peers);
@@ -226,6 +229,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     runtime,
     realtime,
     routes: front.table,
+    jobWorker,
     log,
     async close() {
       front.close();

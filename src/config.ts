@@ -70,6 +70,8 @@ export interface Config {
   memoryNamespaceQuota: number;
   /** how often the expiry sweeper purges memories whose expires_at passed (reads hide them meanwhile) */
   memoryExpirySweepMs: number;
+  /** how long a memory job's worker holds it between batches before another may take it */
+  memoryJobLeaseMs: number;
 }
 
 export interface S3Config {
@@ -227,6 +229,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     embedding,
     memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
     memoryExpirySweepMs: int(env, 'MEMORY_EXPIRY_SWEEP_MS', 1000, 1),
+    memoryJobLeaseMs: int(env, 'MEMORY_JOB_LEASE_MS', 15_000, 1),
   });
 }
 
@@ -292,6 +295,7 @@ const SETTINGS: Setting[] = [
   { name: 'EMBEDDING_BATCH', value: (c) => c.embedding.batch },
   { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
   { name: 'MEMORY_EXPIRY_SWEEP_MS', value: (c) => c.memoryExpirySweepMs },
+  { name: 'MEMORY_JOB_LEASE_MS', value: (c) => c.memoryJobLeaseMs },
   { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
   { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
   { name: 'IDEMPOTENCY_TTL_MS', value: (c) => c.idempotencyTtlMs },

@@ -38,8 +38,8 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     invalid: 'SIGNAL_EMIT_VALIDATION_FAILED',
     handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body), headers: r.body.attachments !== undefined ? ATTACHMENTS_DEPRECATION : undefined }),
   },
-  { method: 'post', path: '/claim', auth: 'key', body: ClaimBody, handler: async (r) => ({ data: await s.signals.claim(r.principal, r.body.signal_id, r.body.lease_ms) }) },
-  { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome) }) },
+  { method: 'post', path: '/claim', auth: 'key', body: ClaimBody, handler: async (r) => ({ data: await s.signals.claim(r.principal, r.body.signal_id, r.body.lease_ms, r.body.claim_token) }) },
+  { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome, r.body.claim_token) }) },
   {
     method: 'get',
     path: '/signals/list',

@@ -98,16 +98,16 @@ export class Inbound {
   }
 
   /** POST /federation/claim at the origin: the peer's agent takes the lease on our outbound signal. */
-  async claim(peer: Peer, signalId: string, agent: string, leaseMs?: number): Promise<Signal> {
+  async claim(peer: Peer, signalId: string, agent: string, leaseMs?: number, claimToken?: number): Promise<Signal> {
     await this.outbound(peer, signalId);
-    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: peerAgent(peer.id, agent), lease_ms: leaseMs ?? this.leaseMs });
+    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: peerAgent(peer.id, agent), lease_ms: leaseMs ?? this.leaseMs, claim_token: claimToken });
     return signalView(done!.record);
   }
 
   /** POST /federation/ack at the origin: the claiming agent completes (or fails) our outbound signal. */
-  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
+  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number): Promise<Signal> {
     await this.outbound(peer, signalId);
-    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: peerAgent(peer.id, agent), outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
+    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: peerAgent(peer.id, agent), outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
     return signalView(done!.record);
   }
 

@@ -168,9 +168,20 @@ export class FederationOut {
     const c = cur.value.context;
     const outcome = await this.post(c);
     if (this.out.isStopped) return;
-    if (outcome.ok && outcome.remote_id) await this.rt.send(SIGNAL, c.signal_id, { type: 'FED_DELIVERED', remote_id: outcome.remote_id }, { quiet: true });
-    const { remote_id: _r, ...result } = outcome;
-    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true });
+    const { remote_id, ...result } = outcome;
+    // the attempt number fences the result: a late one (its attempt timed out, another began) records nothing, the signal's mark included
+    const delivered = remote_id ? (rec: ActorRecord<FederationDeliveryContext>) => (rec.value === 'delivered' ? this.deliveredOps(c.signal_id, remote_id) : []) : undefined;
+    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true, extra: delivered });
+  }
+
+  /** The signal's FED_DELIVERED mark (the peer's copy id), written in the commit that records the delivery. */
+  private async deliveredOps(signalId: string, remoteId: string): Promise<Op[]> {
+    const signal = await this.rt.store.get<ActorRecord<SignalContext>>(actorKey(SIGNAL, signalId));
+    try {
+      return (signal && this.rt.moveOps<SignalContext>(SIGNAL, signalId, signal, { type: 'FED_DELIVERED', remote_id: remoteId })?.ops) ?? [];
+    } catch {
+      return [];
+    }
   }
 
   private async post(c: FederationDeliveryContext) {

@@ -1,5 +1,6 @@
 /** Request schemas of the federation routes: trust (admin Bearer) and the peer calls (proof auth). */
 import Type from 'typebox';
+import { ClaimToken } from '../signals/schemas.js';
 import { compile } from '../validation.js';
 
 const NonEmpty = Type.String({ minLength: 1 });
@@ -56,6 +57,6 @@ export const DeliverBody = compile(
 
 /** POST /federation/claim|ack|cancel: the origin's signal id and the peer's agent identity id. */
 const Agent = Type.String({ minLength: 1, maxLength: 200 });
-export const PeerClaimBody = compile(Type.Object({ signal_id: Id, agent: Agent, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) }));
-export const PeerAckBody = compile(Type.Object({ signal_id: Id, agent: Agent, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
+export const PeerClaimBody = compile(Type.Object({ signal_id: Id, agent: Agent, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })), claim_token: ClaimToken }));
+export const PeerAckBody = compile(Type.Object({ signal_id: Id, agent: Agent, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])), claim_token: ClaimToken }));
 export const PeerCancelBody = compile(Type.Object({ signal_id: Id, agent: Agent }));

@@ -2,8 +2,9 @@
  * Runs memory jobs (job actors, `actors/memory-job.ts`) in batches. A worker CLAIMs a running job whose
  * lease is over, then each batch's PROGRESS moves the cursor and extends the lease, so after a restart
  * (or in another instance) the job resumes where its last committed batch left it. A clean stop RELEASEs
- * the lease at once; a crash leaves it to run out (LEASE_MS). Export lines are written as chunk records
- * keyed by batch number before that batch's PROGRESS, so a batch redone after a crash rewrites the same chunk.
+ * the lease at once; a crash leaves it to run out (MEMORY_JOB_LEASE_MS). Every event the worker sends carries
+ * the fencing token its CLAIM was granted, and a batch's writes (an import's memories, an export's chunk)
+ * commit with its PROGRESS: a worker whose lease lapsed and was granted to another writes nothing and stops.
  */
 import Type from 'typebox';
 import { Readable } from 'node:stream';
@@ -16,13 +17,13 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Op } from '../store/port.js';
 import { compile } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
 import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
-import { memoryIndexes, MEMORY_TYPES } from './model.js';
+import { memoryIndexes, MEMORY_TYPES, type MemoryRecord } from './model.js';
 import type { ImportedMemory, Memories } from './service.js';
 
-const LEASE_MS = 15_000;
 const POLL_MS = 1000;
 const BATCH = 100;
 
@@ -63,7 +64,14 @@ interface Step {
   processed: number;
   counts: Record<string, number>;
   errors: { line: number; error: string }[];
+  /** the batch's writes, committed with its PROGRESS (planned again on a retry of that commit) */
+  writes?: () => Promise<Op[]>;
+  /** imported records, into the vector index once committed */
+  stored?: MemoryRecord[];
 }
+
+/** An import batch's plan went stale between planning and its commit (a memory stored meanwhile): redo the batch. */
+class Replan extends Error {}
 
 export class Jobs {
   private local = new Map<string, Promise<void>>();
@@ -75,6 +83,7 @@ export class Jobs {
     private memories: Memories,
     private artifacts: Artifacts,
     private log: Logger,
+    private leaseMs: number,
   ) {}
 
   async create(p: Principal, kind: JobKind, given: { namespace?: string; ndjson?: string; artifact_id?: string }): Promise<ReturnType<typeof jobView>> {
@@ -148,9 +157,9 @@ export class Jobs {
       const ids = await this.rt.store.range(jobIndexes.byState('running'), { limit: 100 });
       for (const id of ids) {
         if (this.local.has(id)) continue;
-        const claimed = await this.rt.send(MEMORY_JOB, id, { type: 'CLAIM', lease_until: now() + LEASE_MS }, { quiet: true });
+        const claimed = await this.rt.send<JobContext>(MEMORY_JOB, id, { type: 'CLAIM', lease_until: now() + this.leaseMs }, { quiet: true });
         if (!claimed) continue;
-        const run = this.run(id).finally(() => this.local.delete(id));
+        const run = this.run(id, claimed.record.context.fence ?? 0).finally(() => this.local.delete(id));
         this.local.set(id, run);
       }
     } catch (e) {
@@ -158,12 +167,15 @@ export class Jobs {
     }
   }
 
-  private async run(id: string): Promise<void> {
+  /** Runs the job while this worker holds the grant `fence`; any event refused (the lease moved on) ends it here. */
+  private async run(id: string, fence: number): Promise<void> {
+    const send = (event: Record<string, unknown> & { type: string }, extra?: () => Promise<Op[]>) =>
+      this.rt.send<JobContext>(MEMORY_JOB, id, { ...event, fence }, { quiet: true, extra });
     for (;;) {
       const r = (await this.rt.load<JobContext>(MEMORY_JOB, id))?.value;
-      if (!r || r.value !== 'running') return;
+      if (!r || r.value !== 'running' || (r.context.fence ?? 0) !== fence) return;
       if (this.stopped) {
-        await this.rt.send(MEMORY_JOB, id, { type: 'RELEASE' }, { quiet: true });
+        await send({ type: 'RELEASE' });
         return;
       }
       let step: Step;
@@ -171,7 +183,7 @@ export class Jobs {
         step = await this.step(r.context);
       } catch (e) {
         this.log.warn({ err: e, job: id }, 'memory job failed');
-        await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: failure(e) }, { quiet: true });
+        await send({ type: 'FAIL', error: failure(e) });
         return;
       }
       if (step.done) {
@@ -181,13 +193,22 @@ export class Jobs {
           if (c.kind === 'export') result = { ...c.counts, lines: c.counts.exported ?? 0, artifact_id: await this.exportArtifact(c) };
         } catch (e) {
           this.log.warn({ err: e, job: id }, 'memory export upload failed');
-          await this.rt.send(MEMORY_JOB, id, { type: 'FAIL', error: failure(e) }, { quiet: true });
+          await send({ type: 'FAIL', error: failure(e) });
           return;
         }
-        await this.rt.send(MEMORY_JOB, id, { type: 'COMPLETE', result }, { quiet: true });
+        await send({ type: 'COMPLETE', result });
         return;
       }
-      await this.rt.send(MEMORY_JOB, id, { type: 'PROGRESS', lease_until: now() + LEASE_MS, ...step }, { quiet: true });
+      const { writes, stored, ...progress } = step;
+      let moved;
+      try {
+        moved = await send({ type: 'PROGRESS', lease_until: now() + this.leaseMs, ...progress }, writes);
+      } catch (e) {
+        if (e instanceof Replan) continue;
+        throw e;
+      }
+      if (!moved) return;
+      if (stored?.length) await this.memories.importIndexed(stored);
     }
   }
 
@@ -208,8 +229,7 @@ export class Jobs {
     if (!ids.length) return { ...base, counts: {} };
     if (c.kind === 're-embed') return { ...base, counts: { reembedded: await this.memories.reembed(ids, ns) } };
     const lines = await this.memories.exportLines(ids);
-    await this.rt.store.commit([{ op: 'put', key: chunkKey(c.id, c.step), value: { lines } }]);
-    return { ...base, counts: { exported: lines.length } };
+    return { ...base, counts: { exported: lines.length }, writes: async () => [{ op: 'put', key: chunkKey(c.id, c.step), value: { lines } }] };
   }
 
   private async importStep(c: JobContext): Promise<Step> {
@@ -219,29 +239,54 @@ export class Jobs {
     const end = Math.min(lines.length, start + BATCH);
     const counts = { imported: 0, skipped: 0, failed: 0 };
     const errors: Step['errors'] = [];
+    const recs: MemoryRecord[] = [];
+    const lineOf: number[] = [];
     let processed = 0;
     for (let i = start; i < end; i++) {
       const text = lines[i].trim();
       if (!text) continue;
       processed++;
       try {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          throw new AppError('MEMORY_VALIDATION_FAILED', 'not JSON');
+        const rec = await this.memories.importRecord(importLine(text), c.created_by);
+        if (rec === 'skipped') {
+          counts.skipped++;
+          continue;
         }
-        if (!ImportLine.check(parsed)) {
-          const first = ImportLine.errors(parsed)[0];
-          throw new AppError('MEMORY_VALIDATION_FAILED', `${first?.instancePath || first?.params?.requiredProperties || 'line'}: ${first?.message ?? 'invalid'}`);
-        }
-        counts[await this.memories.importOne(parsed as ImportedMemory, c.created_by)]++;
+        recs.push(rec);
+        lineOf.push(i + 1);
       } catch (e) {
         if (!isAppError(e) || e.code === 'EMBEDDING_PROVIDER_ERROR') throw e;
         counts.failed++;
         errors.push({ line: i + 1, error: failure(e) });
       }
     }
-    return { done: false, cursor: String(end), processed, counts, errors };
+    const plan = await this.memories.importOps(recs);
+    plan.outcomes.forEach((o, k) => {
+      if (typeof o === 'string') return void counts[o]++;
+      counts.failed++;
+      errors.push({ line: lineOf[k], error: failure(o) });
+    });
+    errors.sort((a, b) => a.line - b.line);
+    const writes = async () => {
+      const again = await this.memories.importOps(recs);
+      if (again.outcomes.some((o, k) => String(o) !== String(plan.outcomes[k]))) throw new Replan();
+      return again.ops;
+    };
+    return { done: false, cursor: String(end), processed, counts, errors, writes, stored: recs.filter((_, k) => plan.outcomes[k] === 'imported') };
   }
+}
+
+/** One NDJSON line as an import record, or MEMORY_VALIDATION_FAILED saying why not. */
+function importLine(text: string): ImportedMemory {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new AppError('MEMORY_VALIDATION_FAILED', 'not JSON');
+  }
+  if (!ImportLine.check(parsed)) {
+    const first = ImportLine.errors(parsed)[0];
+    throw new AppError('MEMORY_VALIDATION_FAILED', `${first?.instancePath || first?.params?.requiredProperties || 'line'}: ${first?.message ?? 'invalid'}`);
+  }
+  return parsed as ImportedMemory;
 }

@@ -202,8 +202,8 @@ export class Memories {
     return created;
   }
 
-  /** Import of one exported memory, idempotent by id: its fields are kept as exported. */
-  async importOne(m: ImportedMemory, owner: string): Promise<'imported' | 'skipped'> {
+  /** One exported memory as the record an import stores (fields kept as exported, its vector made); 'skipped' when its id is stored. */
+  async importRecord(m: ImportedMemory, owner: string): Promise<MemoryRecord | 'skipped'> {
     const namespace = canonicalNamespace(m.namespace);
     if (m.id && (await this.db.get(memoryKeys.memory(m.id)))) return 'skipped';
     const given = this.vectorOf(m.embedding);
@@ -231,7 +231,43 @@ export class Memories {
       embedding: vector ? toBase64(vector) : null,
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
-    return (await this.insert(rec)) ? 'imported' : 'skipped';
+    return rec;
+  }
+
+  /**
+   * The writes that store imported records in one commit (a job's batch rides its fenced PROGRESS, so a worker
+   * whose lease moved on stores nothing): each record whose id is not stored, within its namespace's quota,
+   * with its indexes and the namespace's count. Answers each record's outcome in order.
+   */
+  async importOps(recs: MemoryRecord[]): Promise<{ ops: Op[]; outcomes: ('imported' | 'skipped' | AppError)[] }> {
+    const namespaces = [...new Set(recs.map((r) => r.namespace))];
+    const [counts, existing] = await Promise.all([this.db.getMany<NamespaceCount>(namespaces.map(memoryKeys.namespace)), this.db.getMany(recs.map((r) => memoryKeys.memory(r.id)))]);
+    const held = new Map(namespaces.map((ns, i) => [ns, counts[i]?.value.count ?? 0]));
+    const taken = new Set<string>();
+    const ops: Op[] = [];
+    const outcomes = recs.map((rec, i) => {
+      if (existing[i] || taken.has(rec.id)) return 'skipped' as const;
+      const count = held.get(rec.namespace)!;
+      if (count >= this.config.memoryNamespaceQuota) return new AppError('MEMORY_QUOTA_EXCEEDED', `Namespace ${rec.namespace} holds its limit of ${this.config.memoryNamespaceQuota} memories`, { namespace: rec.namespace, limit: this.config.memoryNamespaceQuota });
+      taken.add(rec.id);
+      held.set(rec.namespace, count + 1);
+      ops.push(
+        { op: 'put', key: memoryKeys.memory(rec.id), value: rec, expect: 0 },
+        { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
+        ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
+      );
+      return 'imported' as const;
+    });
+    namespaces.forEach((ns, i) => {
+      if (held.get(ns) === (counts[i]?.value.count ?? 0)) return;
+      ops.push({ op: 'put', key: memoryKeys.namespace(ns), value: { namespace: ns, count: held.get(ns)! }, expect: counts[i]?.version ?? 0 }, { op: 'index', index: memoryIndexes.namespaces, member: ns });
+    });
+    return { ops, outcomes };
+  }
+
+  /** After the commit `importOps` planned: the stored records into the vector index. */
+  importIndexed(recs: MemoryRecord[]): Promise<void> {
+    return this.indexed(recs);
   }
 
   /** Re-embeds these memories with the current provider where another made their vector (jobs); answers how many changed. */

@@ -236,11 +236,11 @@ class Connection implements Subscriber {
     emit: (p, body) => this.rt.signals.emit(p, validate(EmitBody, body, 'SIGNAL_EMIT_VALIDATION_FAILED')),
     claim: (p, body) => {
       const b = validate(ClaimBody, body);
-      return this.rt.signals.claim(p, b.signal_id, b.lease_ms);
+      return this.rt.signals.claim(p, b.signal_id, b.lease_ms, b.claim_token);
     },
     ack: (p, body) => {
       const b = validate(AckBody, body);
-      return this.rt.signals.ack(p, b.signal_id, b.outcome);
+      return this.rt.signals.ack(p, b.signal_id, b.outcome, b.claim_token);
     },
     'inbox.acknowledge': (p, body) => this.rt.inbox.act(p, 'ACKNOWLEDGE', validate(ReceiptBody, body).signal_id),
     'inbox.resolve': (p, body) => this.rt.inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id),

@@ -132,6 +132,7 @@ export class Reservations {
         const held = await this.active(project, at);
         const answer: ReserveAnswer = { granted: [], conflicts: [] };
         const ops: Op[] = [];
+        let fence = lock?.value.n ?? 0;
         for (const path of paths) {
           const hits = held.filter((r) => conflicting({ identity, exclusive, path }, r.context));
           if (hits.length) {
@@ -141,13 +142,13 @@ export class Reservations {
           const expires = at + ttl_s * 1000;
           const rec: ActorRecord<ReservationContext> = {
             value: 'active',
-            context: { id: newId(), project, identity, path, exclusive, reason, ttl_s, created_at: iso(at), expires_at: iso(expires), expires_ms: expires, released_at: null, released_by: null, forced: false },
+            context: { id: newId(), project, identity, path, exclusive, reason, ttl_s, created_at: iso(at), expires_at: iso(expires), expires_ms: expires, released_at: null, released_by: null, forced: false, fence: ++fence },
           };
           ops.push(...this.rt.createOps(RESERVATION, rec.context.id, rec));
           answer.granted.push(reservationView(rec));
         }
-        // the lock's version moves with every grant: a concurrent grant that read the old set fails its commit
-        if (answer.granted.length) ops.push({ op: 'put', key: lockKey(project), value: { n: (lock?.value.n ?? 0) + 1 }, expect: lock?.version ?? 0 });
+        // the lock's version moves with every grant: a concurrent grant that read the old set fails its commit; its count is the fencing token
+        if (answer.granted.length) ops.push({ op: 'put', key: lockKey(project), value: { n: fence }, expect: lock?.version ?? 0 });
         if (claim) ops.push(this.idempotency.keepOp(claim, answer));
         return { ops: ops.length ? ops : undefined, result: answer };
       }),

@@ -254,8 +254,8 @@ export class Runtime {
     const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
     const at = (event.now as number) ?? clock();
     const [next, actions] = this.steps.get(k.name)!(snap, { ...event, now: at } as EventObject);
-    const refusal = (actions as { type: string; params?: { code?: ErrorCode } }[]).find((a) => a.type === 'refuse');
-    if (refusal) throw new AppError(refusal.params?.code ?? k.invalid);
+    const refusal = (actions as { type: string; params?: { code?: ErrorCode; details?: Record<string, unknown> } }[]).find((a) => a.type === 'refuse');
+    if (refusal) throw new AppError(refusal.params?.code ?? k.invalid, undefined, refusal.params?.details ?? null);
     if (next.value === snap.value && next.context === snap.context) return undefined;
     const key = actorKey(k.name, id);
     const before = stored ? cur.value : undefined;

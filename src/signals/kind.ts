@@ -106,8 +106,9 @@ export function signalView(r: ActorRecord<SignalContext>) {
   for (const k in c) if (!UNSHOWN.has(k)) v[k] = c[k];
   v.ack_required = c.ack_required ?? false;
   v.ack_due_at = c.ack_due_at ?? null;
+  v.claim_token = c.claim_token ?? null;
   v.delivery_state = r.value;
-  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; delivery_state: string };
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string };
 }
 export type Signal = ReturnType<typeof signalView>;
 

@@ -35,8 +35,10 @@ export const EmitBody = compile(
   }),
 );
 const SignalRef = { signal_id: NonEmpty };
-export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })) }));
-export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])) }));
+/** the fencing token a claim answered: a renewal or ack naming an older grant's is refused (docs/signals.md, Fencing) */
+export const ClaimToken = Type.Optional(Type.Integer({ minimum: 1 }));
+export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })), claim_token: ClaimToken }));
+export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])), claim_token: ClaimToken }));
 export const ReceiptBody = compile(Type.Object(SignalRef));
 export const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
 

@@ -313,7 +313,8 @@ export class Signals {
     return r;
   }
 
-  async claim(p: Principal, signalId: string, leaseMs?: number): Promise<Signal> {
+  /** A grant answers the task with its new `claim_token`; a renewal that names one must name the current grant's. */
+  async claim(p: Principal, signalId: string, leaseMs?: number, claimToken?: number): Promise<Signal> {
     this.requireMember(p);
     const stored = await this.loadStored(signalId);
     const cur = stored.value;
@@ -322,15 +323,16 @@ export class Signals {
     const forwarded = cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id);
     if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
     // after a forwarded claim the record may have moved meanwhile (the origin's answer): read it again
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs }, forwarded ? {} : { loaded: stored });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs, claim_token: claimToken }, forwarded ? {} : { loaded: stored });
     return signalView(c!.record);
   }
 
-  async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed'): Promise<Signal> {
+  /** `claimToken`, when given, must be the task's current grant: an older one is refused (`stale_claim`). */
+  async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed', claimToken?: number): Promise<Signal> {
     this.requireMember(p);
     const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
     assertInScope(p.key, stored.value.context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }

@@ -8,7 +8,7 @@ import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
 import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
 import type { StoreBody as StoreFields } from '../memory/service.js';
-import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
 import { ListSchema, Paths, RenewSchema, ReserveSchema } from '../reservations/schemas.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
@@ -42,6 +42,8 @@ export const NextParams = obj({
   lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
   complete_claim: Type.Optional(NonEmpty),
   release_claim: Type.Optional(NonEmpty),
+  /** the claim_token of the claim complete_claim or release_claim ends */
+  claim_token: ClaimToken,
 });
 export const HandoffParams = obj({
   to_role: Type.Optional(NonEmpty),
@@ -54,6 +56,8 @@ export const HandoffParams = obj({
   task_type: Type.Optional(NonEmpty),
   complete_claim: Type.Optional(NonEmpty),
   release_claim: Type.Optional(NonEmpty),
+  /** the claim_token of the claim complete_claim or release_claim ends */
+  claim_token: ClaimToken,
 });
 const PageParams = obj({ after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 const MemoryListParams = obj({ ...ListFilterFields, tags: Type.Optional(Tags), after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
@@ -76,8 +80,8 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'inbox.check': method(InboxQuery, "The caller's inbox, most urgent first: {signals, cursor, has_more}.", async (p, q) =>
       page('signals', await s.inbox.identityInbox(p, p.identity.id, { ...q, types: commaList(q.type) }, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
     ),
-    'tasks.claim': method(ClaimBody, 'Claim a task under a lease; answers the Signal.', (p, q) => s.signals.claim(p, q.signal_id, q.lease_ms)),
-    'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (or release it with outcome "failed").', (p, q) => s.signals.ack(p, q.signal_id, q.outcome)),
+    'tasks.claim': method(ClaimBody, 'Claim a task under a lease; answers the Signal.', (p, q) => s.signals.claim(p, q.signal_id, q.lease_ms, q.claim_token)),
+    'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (or release it with outcome "failed").', (p, q) => s.signals.ack(p, q.signal_id, q.outcome, q.claim_token)),
     'thread.get': method(ReceiptBody, 'Every signal of the thread the signal is in: {signals}.', async (p, q) => ({ signals: await s.signals.thread(p, q.signal_id) })),
     'identity.whoami': method(NoParams, 'The caller: identity, key (without secret), membership, roles and rings.', (p) => w.whoami(p)),
     'roles.list': method(NoParams, 'Every role.', () => s.org.listRoles()),

@@ -41,6 +41,7 @@ export interface HandoffParams {
   task_type?: string;
   complete_claim?: string;
   release_claim?: string;
+  claim_token?: number;
 }
 
 /** A part of workflow.resume that another service supplies (memories, workstreams): one entry each. */
@@ -130,7 +131,7 @@ export class Workflow {
    * Ends the caller's current claim when asked (so a worker loop takes one request per task, as BullMQ's
    * `moveToFinished` hands over the next job), then claims the most urgent open task the caller may take.
    */
-  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string }): Promise<{ signal: Signal | null; claim?: Signal }> {
+  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string; claim_token?: number }): Promise<{ signal: Signal | null; claim?: Signal }> {
     this.s.signals.requireMember(p);
     const ended = await this.endClaim(p, q);
     // a task just handed back is left for someone else
@@ -139,10 +140,10 @@ export class Workflow {
   }
 
   /** The caller's claim on `complete_claim` completed, or on `release_claim` handed back (a failed attempt); one of them at most. */
-  private async endClaim(p: Principal, h: { complete_claim?: string; release_claim?: string }): Promise<Signal | undefined> {
+  private async endClaim(p: Principal, h: { complete_claim?: string; release_claim?: string; claim_token?: number }): Promise<Signal | undefined> {
     if (h.complete_claim !== undefined && h.release_claim !== undefined) throw new AppError('VALIDATION_INVALID_TYPE', 'complete_claim and release_claim exclude each other', { field: 'release_claim' });
     const id = h.complete_claim ?? h.release_claim;
-    return id === undefined ? undefined : this.s.signals.ack(p, id, h.complete_claim !== undefined ? 'completed' : 'failed');
+    return id === undefined ? undefined : this.s.signals.ack(p, id, h.complete_claim !== undefined ? 'completed' : 'failed', h.claim_token);
   }
 
   /**

@@ -224,6 +224,18 @@ for (const backend of BACKENDS) {
       expectError(await call('/federation/claim', { signal_id: local, agent: 'a1' }), 409, 'SIGNAL_CLAIM_CONFLICT');
     });
 
+    it('claim at the origin answers claim_token; after the lease lapsed and was granted again the older token cannot ack', async () => {
+      const id = await outboundTask();
+      expect(expectOk(await call('/federation/claim', { signal_id: id, agent: 'a1', lease_ms: 300 }))).toMatchObject({ claimed_by: `peer:${trust.peer_id}:a1`, claim_token: 1 });
+      await waitFor('the lease to lapse', () => findSignal(root.client, id), (s: any) => s.delivery_state === 'pending', 10_000, 20);
+      expect(expectOk(await call('/federation/claim', { signal_id: id, agent: 'a1' }))).toMatchObject({ claim_token: 2 });
+      const stale = await call('/federation/ack', { signal_id: id, agent: 'a1', claim_token: 1 });
+      expectError(stale, 403, 'SIGNAL_ACK_UNAUTHORIZED');
+      expect(stale.body.error.details).toEqual({ reason: 'stale_claim' });
+      expectError(await call('/federation/claim', { signal_id: id, agent: 'a1', claim_token: 1 }), 403, 'SIGNAL_ACK_UNAUTHORIZED');
+      expect(expectOk(await call('/federation/ack', { signal_id: id, agent: 'a1', claim_token: 2 }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed', claim_token: 2 });
+    });
+
     it('cancel at the origin (the receiver declines), with or without a claim', async () => {
       const open = await outboundTask();
       expect(expectOk(await call('/federation/cancel', { signal_id: open, agent: 'a1' }))).toMatchObject({ id: open, task_status: 'cancelled' });

@@ -3,9 +3,13 @@
  * reported, good lines kept, idempotent by id), re-embed after a provider change, an import and a re-embed
  * stopped for real mid-run (the server closed while batches remain, then started again on the same data)
  * complete with the right totals, an export left mid-run by a dead worker resumes from its last batch,
+ * a worker whose lease lapsed mid-batch and was granted to another records nothing (the fencing token),
  * unknown jobs, and GET /memory/stats.
  */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { hashEmbed } from '../../src/embedding/hash.js';
 import { download, upload } from '../helpers/blobs.js';
 import { bootstrap, Client, join } from '../helpers/client.js';
 import { REDISEARCH_MODULE } from '../helpers/redis.js';
@@ -18,6 +22,31 @@ const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
 async function finished(c: Client, kind: string, id: string) {
   const r = await waitFor(`${kind} job ${id}`, () => c.get(`/memory/admin/${kind}/${id}`), (r) => r.status === 200 && r.body.data.state !== 'running', 15_000, 50);
   return r.body.data;
+}
+
+/** An OpenAI-compatible embeddings endpoint that holds its first request until `release()`: a worker stuck mid-batch. */
+async function heldEmbeddings(dim: number) {
+  let arrived!: () => void;
+  const first = new Promise<void>((r) => (arrived = r));
+  let held: (() => void) | undefined;
+  let holding = true;
+  const server = createServer(async (req, res) => {
+    let body = '';
+    for await (const d of req) body += d;
+    const input = JSON.parse(body).input as string[];
+    const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data: input.map((t, index) => ({ object: 'embedding', index, embedding: [...hashEmbed(t, dim)] })) }));
+    if (!holding) return answer();
+    holding = false;
+    held = answer;
+    arrived();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    first,
+    release: () => held?.(),
+    stop: () => new Promise((r) => (server.closeAllConnections(), server.close(r))),
+  };
 }
 
 const listAll = async (c: Client, ns: string) => expectOk(await c.get(`/memory/list?namespace=${ns}&limit=100`)).memories;
@@ -226,6 +255,48 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
       expect(done.result.ndjson.trim().split('\n').map((l: string) => JSON.parse(l).id)).toEqual(ids);
     } finally {
       await s2.close();
+    }
+  });
+
+  it('a worker whose lease lapsed mid-batch and was granted to another writes nothing when it wakes: the import lands once', async () => {
+    const DIM = 16;
+    const fake = await heldEmbeddings(DIM);
+    const env = await servers.env({ EMBEDDING_PROVIDER: 'openai', EMBEDDING_URL: fake.url, EMBEDDING_DIM: String(DIM), EMBEDDING_TIMEOUT_MS: '60000', MEMORY_JOB_LEASE_MS: '300' });
+    const first = await startServer(env);
+    let rootKey = '';
+    let jobId = '';
+    const N = 5;
+    try {
+      const root = await bootstrap(first.url);
+      rootKey = root.key;
+      const ndjson = Array.from({ length: N }, (_, i) => JSON.stringify({ namespace: 'org', content: `line without id ${i}` })).join('\n');
+      jobId = expectOk(await root.client.post('/memory/admin/import', { ndjson }), 202).id;
+      await fake.first; // the first worker is mid-batch, waiting on the embedding of its first line
+      await waitFor('the first lease to lapse', () => first.runtime.load<any>(MEMORY_JOB, jobId), (r) => !!r && r.value.context.lease_until < Date.now(), 10_000, 20);
+      const second = first.jobWorker(); // another instance's worker takes the job and finishes it
+      second.start();
+      try {
+        expect(await finished(root.client, 'import', jobId)).toMatchObject({ state: 'completed', counts: { imported: N, skipped: 0, failed: 0 } });
+      } finally {
+        await second.stop();
+      }
+      fake.release(); // the first worker wakes and tries to record its batch
+    } finally {
+      await first.close(); // waits for the first worker's run to end
+    }
+    const after = await startServer(env);
+    try {
+      const c = new Client(after.url, rootKey);
+      expect(expectOk(await c.get(`/memory/admin/import/${jobId}`))).toMatchObject({ state: 'completed', progress: { processed: N, total: N }, counts: { imported: N, skipped: 0, failed: 0 } });
+      const contents = (await listAll(c, 'org')).map((m: any) => m.content).sort();
+      expect(contents).toEqual(Array.from({ length: N }, (_, i) => `line without id ${i}`));
+      expect(expectOk(await c.get('/memory/stats')).namespaces).toEqual([{ namespace: 'org', count: N }]);
+      const shown = expectOk(await c.get(`/admin/actors/memory-job/${jobId}`));
+      expect(shown.transitions.filter((t: any) => t.event === 'CLAIM')).toHaveLength(2);
+      expect(shown.context.fence).toBe(2);
+    } finally {
+      await after.close();
+      await fake.stop();
     }
   });
 });

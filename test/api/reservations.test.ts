@@ -1,7 +1,8 @@
 /**
  * Path reservations over real HTTP on both backends: the conflict matrix, partial grants, defaults and
  * bounds, idempotent replay and its 409, listing and conflict checks, renew, release, force-release rules
- * (audited), expiry by the durable timer, journal events, and concurrent exclusive requests for one path.
+ * (audited), expiry by the durable timer, journal events, fencing tokens (a lapsed grant's renew and release refused
+ * once the path was granted again), and concurrent exclusive requests for one path.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
@@ -178,6 +179,20 @@ for (const backend of BACKENDS) {
       expect(mine('reservation.expired')).toEqual([short.id]);
       // expired paths are free
       expect((await reserve(b, { project: p, paths: ['e/short'] })).granted).toHaveLength(1);
+    });
+
+    it('fencing: each grant carries a higher token; a lapsed reservation, granted again since, can neither be renewed nor released', async () => {
+      const p = project();
+      const old = (await reserve(a, { project: p, paths: ['fence/**'], ttl_s: 1 })).granted[0];
+      expect(old.fence).toBe(1);
+      await waitFor(async () => expectOk(await a.client.get(`/reservations/${old.id}`)).state === 'expired', 10_000, 'the first lease lapses');
+      // granted again: to the same identity (another of its workers), then alongside to another path
+      const again = (await reserve(a, { project: p, paths: ['fence/**', 'other/**'], ttl_s: 600 })).granted;
+      expect(again.map((r: any) => r.fence)).toEqual([2, 3]);
+      expectError(await a.client.post(`/reservations/${old.id}/renew`, { ttl_s: 600 }), 409, 'RESERVATION_NOT_ACTIVE');
+      expectError(await a.client.post(`/reservations/${old.id}/release`, {}), 409, 'RESERVATION_NOT_ACTIVE');
+      expect(expectOk(await a.client.get(`/reservations/${again[0].id}`))).toMatchObject({ state: 'active', fence: 2, expires_at: again[0].expires_at });
+      expect((await reserve(b, { project: p, paths: ['fence/x'] })).conflicts.map((c: any) => c.reservation.id)).toEqual([again[0].id]);
     });
 
     it('20 concurrent exclusive requests for one path from different identities: exactly one granted', async () => {

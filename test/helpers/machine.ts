@@ -11,6 +11,8 @@ export interface StepResult<C> {
   context: C;
   /** the refusal code, when the machine emitted a `refuse` action */
   refused: string | undefined;
+  /** the refusal's details, when it carries any */
+  details?: Record<string, unknown>;
   /** true when the machine took no transition (value and context are the input's, by identity) */
   unchanged: boolean;
   /** the input context object handed to the machine, to check it was not mutated */
@@ -20,11 +22,12 @@ export interface StepResult<C> {
 export function runMachine<C>(machine: AnyStateMachine, value: string, context: C, event: { type: string } & Record<string, unknown>): StepResult<C> {
   const snap = machine.resolveState({ value, context: context as any });
   const [next, actions] = transition(machine, snap, event as any);
-  const refusal = (actions as { type: string; params?: { code?: string } }[]).find((a) => a.type === 'refuse');
+  const refusal = (actions as { type: string; params?: { code?: string; details?: Record<string, unknown> } }[]).find((a) => a.type === 'refuse');
   return {
     value: next.value as string,
     context: next.context as C,
     refused: refusal?.params?.code,
+    details: refusal?.params?.details,
     unchanged: next.value === snap.value && next.context === snap.context,
     input: snap.context as C,
   };

@@ -371,3 +371,32 @@ describe('signal machine: a lease that ended before its timer fired', () => {
     expect(r.context.claimed_at).toBe(iso(T0 + 1500));
   });
 });
+
+describe('claim_token: the fencing token of a task lease', () => {
+  const stale = (r: StepResult<SignalContext>, value: string) => {
+    expectRefused(r, value, 'SIGNAL_ACK_UNAUTHORIZED');
+    expect(r.details).toEqual({ reason: 'stale_claim' });
+  };
+
+  it('each grant raises it, a renewal keeps it, and a lapsed lease granted again to the same identity gets the next', () => {
+    const first = step('pending', {}, claim(T0));
+    expect(first.context.claim_token).toBe(1);
+    const renewed = next(first, { ...claim(T0 + 10), claim_token: 1 } as SignalEvent);
+    expect(renewed).toMatchObject({ value: 'leased', context: { claim_token: 1 } });
+    const again = next(renewed, claim(T0 + 10 + LEASE));
+    expect(again).toMatchObject({ value: 'leased', context: { claimed_by: WORKER, claim_token: 2, delivery_count: 1 } });
+  });
+
+  it('a renewal or ack naming another grant is refused stale_claim in every state a task takes them; the current one passes', () => {
+    const held = step('pending', { claim_token: 1 }, claim(T0));
+    expect(held.context.claim_token).toBe(2);
+    for (const e of [{ ...claim(T0 + 1), claim_token: 1 }, { ...ack(T0 + 1), claim_token: 1 }, { ...ack(T0 + 1, WORKER, 'failed'), claim_token: 1 }, { ...ack(T0 + 1), claim_token: 3 }])
+      stale(next(held, e as SignalEvent), 'leased');
+    stale(step('pending', { claim_token: 2 }, { ...ack(T0), claim_token: 1 } as SignalEvent), 'pending');
+    stale(step('delivered', { claim_token: 2 }, { ...claim(T0), claim_token: 1 } as SignalEvent), 'delivered');
+    stale(step('acked', { claim_token: 2, task_status: 'completed' }, { ...ack(T0), claim_token: 1 } as SignalEvent), 'acked');
+    expect(next(held, { ...ack(T0 + 1), claim_token: 2 } as SignalEvent)).toMatchObject({ value: 'acked', context: { task_status: 'completed', claim_token: 2 } });
+    // no token: the identity check alone, as before
+    expect(next(held, ack(T0 + 1)).value).toBe('acked');
+  });
+});

@@ -57,4 +57,25 @@ describe('delivery back-off and retry window', () => {
     step({ type: 'RESULT', now: now + 12, attempt: 4, ok: true, response_code: 200, latency_ms: 1, error: null });
     expect(s.value).toBe('delivered');
   });
+
+  it('fencing by attempt: a sender whose attempt timed out and was taken up again cannot record its late result', () => {
+    const t0 = 1_000_000;
+    let s = deliveryMachine.resolveState(newDelivery({ id: 'd', webhook_id: 'w', event: 'signal.emitted', payload: {}, order: 'o', now: t0, retry_window_ms: 60_000, backoff_base_ms: 1000, send_hold_ms: 3000 }) as any);
+    const step = (e: any) => (s = transition(deliveryMachine, s, e)[0]);
+    const late = { type: 'RESULT', attempt: 1, ok: true, response_code: 200, latency_ms: 1, error: null };
+    step({ type: 'SEND', now: t0 });
+    step({ type: 'SEND_TIMEOUT', now: t0 + 3000 }); // the first sender's lease (send_hold_ms) lapsed
+    expect(s.value).toBe('scheduled');
+    const waiting = s;
+    step({ ...late, now: t0 + 3500 });
+    expect(s).toBe(waiting);
+    step({ type: 'SEND', now: s.context.next_attempt_at });
+    expect(s.context).toMatchObject({ attempt_count: 2 });
+    const second = s;
+    step({ ...late, now: t0 + 4500 });
+    expect(s).toBe(second);
+    step({ type: 'RESULT', now: t0 + 4600, attempt: 2, ok: false, response_code: 500, latency_ms: 1, error: 'HTTP 500' });
+    expect(s.value).toBe('scheduled');
+    expect(s.context.attempts.map((a: any) => [a.attempt, a.status, a.error])).toEqual([[1, 'failed', 'no result: the sender stopped mid-attempt'], [2, 'failed', 'HTTP 500']]);
+  });
 });
