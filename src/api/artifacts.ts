@@ -52,7 +52,7 @@ export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
     path: '/artifacts/:id',
     auth: 'key',
     query: GetQuery,
-    handler: async (r) => (r.query.meta ? { data: await artifacts.get(r.principal, r.params.id) } : contentReply(await artifacts.content(r.principal, r.params.id, r.headers.range), 'attachment')),
+    handler: async (r) => (r.query.meta ? { data: await artifacts.get(r.principal, r.params.id) } : contentReply(await artifacts.content(r.principal, r.params.id, r.headers), 'attachment')),
   },
   { method: 'del', path: '/artifacts/:id', auth: 'key', handler: async (r) => ({ data: await artifacts.remove(r.principal, r.params.id) }) },
   { method: 'post', path: '/artifacts/:id/share', auth: 'key', body: ShareBody, invalid, handler: async (r) => ({ data: await artifacts.share(r.principal, r.params.id, r.body.expires_in ?? 3600) }) },
@@ -61,7 +61,7 @@ export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
     path: '/artifacts/:id/shared',
     auth: 'public',
     query: SharedQuery,
-    handler: async (r) => contentReply(await artifacts.shared(r.params.id, r.query.expires, r.query.kid, r.query.sig, r.headers.range), 'attachment'),
+    handler: async (r) => contentReply(await artifacts.shared(r.params.id, r.query.expires, r.query.kid, r.query.sig, r.headers), 'attachment'),
   },
   { method: 'post', path: '/admin/artifacts/share-key/rotate', auth: 'admin', handler: async (r) => ({ data: await artifacts.rotateShareKey(r.principal) }) },
 ];

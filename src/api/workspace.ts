@@ -61,6 +61,6 @@ export const workspaceRoutes = ({ workspace }: Services): Route<Principal>[] => 
       return { data: await workspace.write(r.principal, r.params.id, ifMatch(r.headers['if-match']), u.file, r.headers['content-type'] ? u.content_type : undefined) };
     },
   },
-  { method: 'get', path: '/workspace/files/:id/content', auth: 'key', handler: async (r) => contentReply(await workspace.content(r.principal, r.params.id, r.headers.range)) },
-  { method: 'get', path: '/workspace/revisions/:id/content', auth: 'key', handler: async (r) => contentReply(await workspace.revisionContent(r.principal, r.params.id, r.headers.range)) },
+  { method: 'get', path: '/workspace/files/:id/content', auth: 'key', handler: async (r) => contentReply(await workspace.content(r.principal, r.params.id, r.headers)) },
+  { method: 'get', path: '/workspace/revisions/:id/content', auth: 'key', handler: async (r) => contentReply(await workspace.revisionContent(r.principal, r.params.id, r.headers)) },
 ];

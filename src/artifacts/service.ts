@@ -16,7 +16,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
 import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
-import { openContent, type Content } from '../blob/content.js';
+import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from '../workspace/access.js';
 import { artifactIndexes, artifactIndexesOf, artifactKeys, isArtifactId, type Artifact, type Visibility } from './model.js';
@@ -112,11 +112,11 @@ export class Artifacts {
     });
   }
 
-  async content(p: Principal, id: string, range: string | undefined): Promise<Content> {
+  async content(p: Principal, id: string, range: RangeAsk | undefined): Promise<Content> {
     return this.contentOf(await this.get(p, id), range);
   }
 
-  private contentOf(a: Artifact, range: string | undefined): Promise<Content> {
+  private contentOf(a: Artifact, range: RangeAsk | undefined): Promise<Content> {
     return openContent(this.blobs, { sha256: a.sha256, size: a.size, content_type: a.content_type, filename: a.name, etag: a.sha256 }, range);
   }
 
@@ -145,7 +145,7 @@ export class Artifacts {
   }
 
   /** Serves a filesystem share link: signed by the current key (`kid`), not expired. */
-  async shared(id: string, expires: string | undefined, kid: string | undefined, sig: string | undefined, range: string | undefined): Promise<Content> {
+  async shared(id: string, expires: string | undefined, kid: string | undefined, sig: string | undefined, range: RangeAsk | undefined): Promise<Content> {
     const at = Number(expires);
     const key = await this.shareKey();
     // a link from before links named their key was signed by the key adopted as LEGACY_KID

@@ -48,8 +48,24 @@ export function parseRange(header: string | undefined, total: number): ByteRange
 
 const unsatisfiable = (total: number) => new AppError('RANGE_NOT_SATISFIABLE', `Range outside 0-${Math.max(0, total - 1)}`, { size: total });
 
-export async function openContent(blobs: BlobStore, d: Described, rangeHeader: string | undefined): Promise<Content> {
-  const range = parseRange(rangeHeader, d.size);
+/** What a download request asks: `Range`, and `If-Range`, which keeps the Range only while it names the current ETag. */
+export interface RangeAsk {
+  range?: string;
+  'if-range'?: string;
+}
+
+/**
+ * The Range header to honour (RFC 9110 §13.1.5): with `If-Range`, only when it is the content's current entity
+ * tag, compared strongly (a weak tag or a date never matches: no Last-Modified is sent), so a resumed download
+ * of content that changed gets the whole new content (200), never bytes of two versions.
+ */
+export function rangeToHonour(ask: RangeAsk | undefined, etag: string): string | undefined {
+  const ifRange = ask?.['if-range']?.trim();
+  return ifRange === undefined || ifRange === `"${etag}"` ? ask?.range : undefined;
+}
+
+export async function openContent(blobs: BlobStore, d: Described, ask: RangeAsk | undefined): Promise<Content> {
+  const range = parseRange(rangeToHonour(ask, d.etag), d.size);
   const stream = d.size === 0 ? undefined : await blobs.get(d.sha256, range);
   if (d.size > 0 && !stream) throw new AppError('INTERNAL_SERVER_ERROR', 'Stored content is missing', { sha256: d.sha256 });
   return {

@@ -14,7 +14,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import { committedEffect, effectOps } from '../store/idempotency.js';
-import { openContent, type Content } from '../blob/content.js';
+import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from './access.js';
 import { workspaceIndexes as ix, workspaceKeys as keys, type ItemKind, type Revision, type WorkspaceItem } from './model.js';
@@ -255,7 +255,7 @@ export class Workspace {
     });
   }
 
-  async content(p: Principal, id: string, range: string | undefined): Promise<Content> {
+  async content(p: Principal, id: string, range: RangeAsk | undefined): Promise<Content> {
     requireMember(p);
     const it = (await this.loadItem(id)).value;
     if (it.kind !== 'file') throw new AppError('WORKSPACE_NOT_A_FILE');
@@ -271,7 +271,7 @@ export class Workspace {
     return { revision: rev.value, item: item.value };
   }
 
-  async revisionContent(p: Principal, revisionId: string, range: string | undefined): Promise<Content> {
+  async revisionContent(p: Principal, revisionId: string, range: RangeAsk | undefined): Promise<Content> {
     const { revision: r, item } = await this.revisionOf(p, revisionId);
     return openContent(this.blobs, { sha256: r.sha256, size: r.size, content_type: r.content_type, filename: item.name, etag: r.id }, range);
   }
