@@ -64,9 +64,12 @@ export const frameOf = (e: JournalEntry): { subject: string; data: unknown } => 
 /** The append op that records an event in the commit of the change it reports. */
 export const eventOp = (e: EventEntry): Op => ({ op: 'append', log: JOURNAL_LOG, entry: e });
 
-/** Whether a key's memory_scopes (exact names or `prefix:*`) cover a namespace; an empty list covers all. */
+/**
+ * Whether a key's memory_scopes (exact names or `prefix*`) cover a namespace; an empty list covers all. The one
+ * scope rule of memory: the namespace ACL's reads (`GET /memory/:id`) and memory events' pushes both use it.
+ */
 export function memoryScopeCovers(scopes: string[], namespace: string): boolean {
-  return !scopes.length || scopes.some((s) => (s.endsWith(':*') ? namespace.startsWith(s.slice(0, -1)) : s === namespace));
+  return !scopes.length || scopes.some((s) => (s.endsWith('*') ? namespace.startsWith(s.slice(0, -1)) : s === namespace));
 }
 
 /** Whether an identity with these roles and rings is in an event's audience. */
@@ -103,6 +106,29 @@ export function accessEndedFor(e: JournalEntry, identityId: string): AccessEnded
   if (isSignalEntry(e) || e.type !== ACCESS_ENDED) return undefined;
   const d = e.data as { identity_id: string; reason: AccessEndedReason };
   return d.identity_id === identityId ? d.reason : undefined;
+}
+
+/**
+ * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, first in that
+ * commit): every open socket and stream of the named identities (all of them when `identity_ids` is null)
+ * re-checks its key before it is shown anything committed after it. Never pushed.
+ */
+export const AUTH_CHANGED = 'auth.changed';
+
+export const authChangedEntry = (identityIds: string[] | null): EventEntry => ({
+  type: AUTH_CHANGED,
+  subject: 'identity',
+  data: { identity_ids: identityIds },
+  audience: identityIds ? { identities: identityIds } : { members: true },
+});
+
+export const isAuthChanged = (e: JournalEntry): boolean => !isSignalEntry(e) && e.type === AUTH_CHANGED;
+
+/** Whether this entry asks the identity's connections to re-check their key. */
+export function authChangedFor(e: JournalEntry, identityId: string): boolean {
+  if (!isAuthChanged(e)) return false;
+  const ids = ((e as EventEntry).data as { identity_ids: string[] | null }).identity_ids;
+  return ids === null || ids.includes(identityId);
 }
 
 /**
