@@ -29,10 +29,11 @@ function authChangedOp(ops: Op[]): Op {
 
 /**
  * The store whose commits bump the auth generation whenever they write an auth record, and append the
- * auth-changed entry first in the same commit, so that every instance's push sees it before anything after.
+ * auth-changed entry last in the same commit (after the entries that describe the change, such as
+ * `membership.changed`), so that every instance's push re-checks before anything committed later.
  */
 export function withAuthGeneration(store: Store): Store {
-  const commit = (ops: Op[]) => store.commit(ops.some(touchesAuth) ? [authChangedOp(ops), ...ops, { op: 'put', key: AUTH_GENERATION, value: 1 }] : ops);
+  const commit = (ops: Op[]) => store.commit(ops.some(touchesAuth) ? [...ops, { op: 'put', key: AUTH_GENERATION, value: 1 }, authChangedOp(ops)] : ops);
   return new Proxy(store, {
     get(t, p) {
       if (p === 'commit') return commit;

@@ -109,7 +109,7 @@ export function accessEndedFor(e: JournalEntry, identityId: string): AccessEnded
 }
 
 /**
- * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, first in that
+ * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, last in that
  * commit): every open socket and stream of the named identities (all of them when `identity_ids` is null)
  * re-checks its key before it is shown anything committed after it. Never pushed.
  */

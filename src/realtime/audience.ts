@@ -9,7 +9,7 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { inAudience, isAuthChanged, isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import { ACCESS_ENDED, inAudience, isAuthChanged, isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from '../lru.js';
 
@@ -99,6 +99,8 @@ export class Audience {
     if (!isSignalEntry(e)) {
       // a ring filter asks for that ring's signals; a type filter names event types as well as signal types
       if (isAuthChanged(e) || f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
+      // the end of another identity's access is an admin's to see; its own connections are ended by the re-check
+      if (e.type === ACCESS_ENDED) return this.seesAll;
       // a memory event follows the namespace ACL, which gives admins nothing more (as GET /memory/:id)
       if (e.memory_namespace === undefined && this.seesAll) return true;
       return inAudience(e, this.principal, this.reach.get(this.principal.identity.id));
