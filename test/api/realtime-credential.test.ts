@@ -5,34 +5,12 @@
  * events obey the namespace ACL and memory_scopes for admins too (the reproduced leak: a demoted admin's
  * stream got `memory.stored` of another agent's namespace with its content).
  */
-import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { PushSocket, SseStream } from '../helpers/push.js';
+import { expectHeldEnded as expectEnded, hold, PushSocket, SseStream, type Held } from '../helpers/push.js';
 import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import { emitOk, expectOk, waitFor } from './support.js';
-
-const TYPES = ['signal', 'memory.stored', 'closed'];
-
-interface Held {
-  ws: PushSocket;
-  sse: SseStream;
-}
-
-/** A socket and a stream of one key, both open. */
-async function hold(url: string, key: string, label: string): Promise<Held> {
-  return { ws: await PushSocket.open(url, key, { label: `${label} socket` }), sse: await SseStream.open(url, { token: key }, `${label} stream`, TYPES) };
-}
-
-/** Both ended by the re-check: the socket with an error frame and the close code, the stream with its `closed` event, then refused on reconnect. */
-async function expectEnded(h: Held, code: number, error: string, ms = 5000): Promise<void> {
-  expect(await h.ws.closed()).toMatchObject({ code, reason: error });
-  expect(h.ws.frames[h.ws.frames.length - 1]).toMatchObject({ type: 'error', error: { code: error } });
-  const ev = await waitFor(`${h.sse.label}: closed event`, () => h.sse.events.find((e) => e.type === 'closed'), (e) => e !== undefined, ms);
-  expect(ev!.signal).toMatchObject({ code, error: { code: error } });
-  await waitFor(`${h.sse.label}: EventSource gave up`, () => h.sse.es.readyState, (s) => s === EventSource.CLOSED, ms);
-}
 
 const sseSignals = (h: Held) => h.sse.signalIds();
 const stored = (s: SseStream | PushSocket) =>
