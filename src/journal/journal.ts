@@ -85,9 +85,8 @@ export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]
 }
 
 /**
- * An identity's access ended (deleted, membership suspended or removed): the one entry on which its open
- * sockets and streams close. Appended in the commit that ends the access (the membership kind's journal,
- * the identity's deletion).
+ * An identity's access ended (deleted, membership suspended or removed): an event admin streams see,
+ * appended in the commit that ends the access (the membership kind's journal, the identity's deletion). Connections do not close on it: the commit's `auth.changed` entry re-checks them.
  */
 export const ACCESS_ENDED = 'identity.access_ended';
 export type AccessEndedReason = 'deleted' | 'suspended' | 'removed';
@@ -100,13 +99,6 @@ export const accessEndedEntry = (identityId: string, reason: AccessEndedReason):
 });
 
 export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op => eventOp(accessEndedEntry(identityId, reason));
-
-/** The reason this entry ends the identity's access, if it does. */
-export function accessEndedFor(e: JournalEntry, identityId: string): AccessEndedReason | undefined {
-  if (isSignalEntry(e) || e.type !== ACCESS_ENDED) return undefined;
-  const d = e.data as { identity_id: string; reason: AccessEndedReason };
-  return d.identity_id === identityId ? d.reason : undefined;
-}
 
 /**
  * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, last in that

