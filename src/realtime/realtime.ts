@@ -53,12 +53,21 @@ export class Realtime {
     mountSse(app, this, fail);
   }
 
-  /** One signal's committed changes as they happen (A2A task streams); call the answer to stop. */
-  watchSignal(signalId: string, onChange: (s: Signal) => void): () => void {
-    return this.watch(
+  /** One signal's committed changes as they happen (A2A task streams), while the holder's key authenticates; call the answer to stop. */
+  watchSignal(signalId: string, onChange: (s: Signal) => void, holder: { principal: Principal; key: string; ended: () => void }): () => void {
+    const credential = new Credential(this.store, holder.key, new Audience(holder.principal, this.reach, false), this.hub.cursor, () => undefined, () => {
+      stop();
+      holder.ended();
+    });
+    const stop = this.watch(
       (e) => isSignalEntry(e) && e.signal.id === signalId,
       (e) => isSignalEntry(e) && onChange(e.signal),
+      credential,
     );
+    return () => {
+      credential.close();
+      stop();
+    };
   }
 
   /**
