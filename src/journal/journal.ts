@@ -86,7 +86,8 @@ export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]
 
 /**
  * An identity's access ended (deleted, membership suspended or removed): an event admin streams see,
- * appended in the commit that ends the access (the membership kind's journal, the identity's deletion). Connections do not close on it: the commit's `auth.changed` entry re-checks them.
+ * appended in the commit that ends the access (the membership kind's journal, the identity's deletion).
+ * Connections do not close on it: the commit's `auth.changed` entry re-checks them.
  */
 export const ACCESS_ENDED = 'identity.access_ended';
 export type AccessEndedReason = 'deleted' | 'suspended' | 'removed';

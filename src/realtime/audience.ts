@@ -1,8 +1,8 @@
 /**
  * Who is shown a journal entry. A new signal goes to the identities it lands on (direct, broadcast, the
  * roles they fill and the rings they belong to, narrowed by target_capabilities); an update also goes to
- * its sender and claimer. Admin SSE streams see everything but other namespaces' memory events. Key scopes and the connection's own filters
- * narrow all of it.
+ * its sender and claimer. Admin SSE streams see everything but memory events of namespaces the ACL does not
+ * let them read. Key scopes and the connection's own filters narrow all of it.
  */
 import { now } from '../clock.js';
 import type { Principal } from '../identity/model.js';
