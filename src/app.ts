@@ -207,9 +207,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const methods = methodTable(services);
   serve(rpcRoutes(methods, log));
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
-  const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, onEntry) => realtime.watchJournal(p, onEntry) }, log, VERSION);
+  const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, key, onEntry, onEnded) => realtime.watchJournal(p, key, onEntry, onEnded) }, log, VERSION);
   serve(mcpRoutes(mcp));
-  serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange) => realtime.watchSignal(id, onChange) }, links, log, version: VERSION })));
+  serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange, holder) => realtime.watchSignal(id, onChange, holder) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);
   front.finish();

@@ -11,6 +11,7 @@ import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
 import { AppError, clientError, isAppError, type ErrorCode } from '../errors.js';
 import type { Links } from '../http/links.js';
 import type { Request, Route } from '../http/server.js';
+import { bearerToken } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { Org } from '../org/service.js';
@@ -23,7 +24,8 @@ import { validate } from '../validation.js';
 
 /** Changes of one signal as they commit; the push hub provides it (wired in src/app.ts). */
 export interface SignalWatch {
-  subscribe(signalId: string, onChange: (s: Signal) => void): () => void;
+  /** `holder`: the stream's key, re-checked as a socket's; `ended` once it no longer authenticates */
+  subscribe(signalId: string, onChange: (s: Signal) => void, holder: { principal: Principal; key: string; ended: () => void }): () => void;
 }
 
 const STREAM = 'svc.stream';
@@ -31,7 +33,10 @@ const FAILURE = 'svc.error';
 const ABORT = 'svc.abort';
 
 class SignalUser implements User {
-  constructor(readonly principal: Principal) {}
+  constructor(
+    readonly principal: Principal,
+    readonly key: string,
+  ) {}
   get isAuthenticated() {
     return true;
   }
@@ -125,7 +130,8 @@ class SignalExecutor implements AgentExecutor {
         bus.publish(AgentEvent.statusUpdate({ taskId: s.id, contextId: contextOf(s), status: { state, message: undefined, timestamp: s.updated_at }, metadata: { delivery_state: s.delivery_state, claimed_by: s.claimed_by } }));
         if (TERMINAL.has(state)) done();
       };
-      const unsubscribe = this.watch.subscribe(rc.taskId, publish);
+      // a stream whose key stops authenticating ends (docs/realtime.md, Rights follow the key)
+      const unsubscribe = this.watch.subscribe(rc.taskId, publish, { principal: p, key: (rc.context.user as SignalUser).key, ended: () => done() });
       const done = () => {
         unsubscribe();
         abort?.removeEventListener('abort', done);
@@ -291,7 +297,7 @@ export class A2A {
       return json(400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error', data: { code: 'RPC_PARSE_ERROR', request_id: r.requestId } } });
     }
     const legacy = typeof body?.method === 'string' && body.method.includes('/');
-    const ctx = new ServerCallContext({ user: new SignalUser(r.principal), requestedVersion: legacy ? '0.3' : '1.0' });
+    const ctx = new ServerCallContext({ user: new SignalUser(r.principal, bearerToken(r.headers.authorization) ?? ''), requestedVersion: legacy ? '0.3' : '1.0' });
     if (r.signal) ctx.state.set(ABORT, r.signal);
     const out = await (legacy ? this.legacy : this.v1).handle(body, ctx);
     if (!isStream(out)) return this.answer(out as Answer, ctx, r.requestId);

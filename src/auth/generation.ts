@@ -5,15 +5,35 @@
  * effect on the very next request, on every instance, without reading those three records each time.
  */
 import type { Op, Store } from '../store/port.js';
+import { authChangedEntry, JOURNAL_LOG } from '../journal/journal.js';
 
 export const AUTH_GENERATION = 'auth:generation';
 const AUTH_PREFIXES = ['apikey:', 'identity:', 'actor:membership:', 'membership:'];
 
 const touchesAuth = (o: Op) => (o.op === 'put' || o.op === 'del') && AUTH_PREFIXES.some((p) => o.key.startsWith(p));
 
-/** The store whose commits bump the auth generation whenever they write an auth record. */
+/** The identity an auth write concerns (a key's owner, the identity, the member); undefined when the op does not say. */
+function identityOf(o: Op): string | undefined {
+  if (o.op !== 'put' && o.op !== 'del') return undefined;
+  if (o.key.startsWith('apikey:')) return o.op === 'put' ? (o.value as { owner?: string }).owner : undefined;
+  const prefix = AUTH_PREFIXES.find((p) => o.key.startsWith(p));
+  return prefix ? o.key.slice(prefix.length) : undefined;
+}
+
+/** The journal entry that has every open connection of the written identities re-check its key (docs/realtime.md). */
+function authChangedOp(ops: Op[]): Op {
+  const ids = ops.filter(touchesAuth).map(identityOf);
+  const known = ids.every((id): id is string => id !== undefined);
+  return { op: 'append', log: JOURNAL_LOG, entry: authChangedEntry(known ? [...new Set(ids)] : null) };
+}
+
+/**
+ * The store whose commits bump the auth generation whenever they write an auth record, and append the
+ * auth-changed entry last in the same commit (after the entries that describe the change, such as
+ * `membership.changed`), so that every instance's push re-checks before anything committed later.
+ */
 export function withAuthGeneration(store: Store): Store {
-  const commit = (ops: Op[]) => store.commit(ops.some(touchesAuth) ? [...ops, { op: 'put', key: AUTH_GENERATION, value: 1 }] : ops);
+  const commit = (ops: Op[]) => store.commit(ops.some(touchesAuth) ? [...ops, { op: 'put', key: AUTH_GENERATION, value: 1 }, authChangedOp(ops)] : ops);
   return new Proxy(store, {
     get(t, p) {
       if (p === 'commit') return commit;

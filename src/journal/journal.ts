@@ -64,9 +64,12 @@ export const frameOf = (e: JournalEntry): { subject: string; data: unknown } => 
 /** The append op that records an event in the commit of the change it reports. */
 export const eventOp = (e: EventEntry): Op => ({ op: 'append', log: JOURNAL_LOG, entry: e });
 
-/** Whether a key's memory_scopes (exact names or `prefix:*`) cover a namespace; an empty list covers all. */
+/**
+ * Whether a key's memory_scopes (exact names or `prefix*`) cover a namespace; an empty list covers all. The one
+ * scope rule of memory: the namespace ACL's reads (`GET /memory/:id`) and memory events' pushes both use it.
+ */
 export function memoryScopeCovers(scopes: string[], namespace: string): boolean {
-  return !scopes.length || scopes.some((s) => (s.endsWith(':*') ? namespace.startsWith(s.slice(0, -1)) : s === namespace));
+  return !scopes.length || scopes.some((s) => (s.endsWith('*') ? namespace.startsWith(s.slice(0, -1)) : s === namespace));
 }
 
 /** Whether an identity with these roles and rings is in an event's audience. */
@@ -82,9 +85,9 @@ export function inAudience(e: EventEntry, p: Principal, reach: { roles: string[]
 }
 
 /**
- * An identity's access ended (deleted, membership suspended or removed): the one entry on which its open
- * sockets and streams close. Appended in the commit that ends the access (the membership kind's journal,
- * the identity's deletion).
+ * An identity's access ended (deleted, membership suspended or removed): an event admin streams see,
+ * appended in the commit that ends the access (the membership kind's journal, the identity's deletion).
+ * Connections do not close on it: the commit's `auth.changed` entry re-checks them.
  */
 export const ACCESS_ENDED = 'identity.access_ended';
 export type AccessEndedReason = 'deleted' | 'suspended' | 'removed';
@@ -98,11 +101,27 @@ export const accessEndedEntry = (identityId: string, reason: AccessEndedReason):
 
 export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op => eventOp(accessEndedEntry(identityId, reason));
 
-/** The reason this entry ends the identity's access, if it does. */
-export function accessEndedFor(e: JournalEntry, identityId: string): AccessEndedReason | undefined {
-  if (isSignalEntry(e) || e.type !== ACCESS_ENDED) return undefined;
-  const d = e.data as { identity_id: string; reason: AccessEndedReason };
-  return d.identity_id === identityId ? d.reason : undefined;
+/**
+ * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, last in that
+ * commit): every open socket and stream of the named identities (all of them when `identity_ids` is null)
+ * re-checks its key before it is shown anything committed after it. Never pushed.
+ */
+export const AUTH_CHANGED = 'auth.changed';
+
+export const authChangedEntry = (identityIds: string[] | null): EventEntry => ({
+  type: AUTH_CHANGED,
+  subject: 'identity',
+  data: { identity_ids: identityIds },
+  audience: identityIds ? { identities: identityIds } : { members: true },
+});
+
+export const isAuthChanged = (e: JournalEntry): boolean => !isSignalEntry(e) && e.type === AUTH_CHANGED;
+
+/** Whether this entry asks the identity's connections to re-check their key. */
+export function authChangedFor(e: JournalEntry, identityId: string): boolean {
+  if (!isAuthChanged(e)) return false;
+  const ids = ((e as EventEntry).data as { identity_ids: string[] | null }).identity_ids;
+  return ids === null || ids.includes(identityId);
 }
 
 /**

@@ -27,7 +27,8 @@ import { catalogue, clientError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
-import { accessEndedFor, type JournalEntry } from '../journal/journal.js';
+import type { JournalEntry } from '../journal/journal.js';
+import { bearerToken } from '../auth/keys.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
 
@@ -58,7 +59,8 @@ export const TOOLS: Record<string, string> = {
 
 /** Committed journal entries for one principal, as they happen; the push hub provides it (wired in src/app.ts). */
 export interface JournalWatch {
-  watch(p: Principal, onEntry: (e: JournalEntry, seen: Seen) => void): () => void;
+  /** `key`: the plain key the watch re-checks on every auth change; `onEnded` once it no longer authenticates */
+  watch(p: Principal, key: string, onEntry: (e: JournalEntry, seen: Seen) => void, onEnded: () => void): () => void;
 }
 
 /** MCP's code for an unknown resource (the specification's -32002). */
@@ -102,21 +104,30 @@ class Subscriptions {
     private watch: JournalWatch,
     private notify: (uri: string) => void,
     private log: Logger,
+    /** the session's key no longer authenticates: the session ends (its GET stream with it) */
+    private ended: () => void,
   ) {}
 
-  add(p: Principal, uri: string, changed: (e: JournalEntry, seen: Seen) => boolean): void {
+  add(p: Principal, key: string, uri: string, changed: (e: JournalEntry, seen: Seen) => boolean): void {
     if (!this.uris.has(uri) && this.uris.size >= MAX_SUBSCRIPTIONS) throw new McpError(ErrorCode.InvalidRequest, `A session watches at most ${MAX_SUBSCRIPTIONS} resources`);
     this.uris.set(uri, changed);
-    this.stop ??= this.watch.watch(p, (e, seen) => {
-      // the hub's fan-out must not fail on one session's filter
-      try {
-        // the identity was deleted, suspended or removed: it watches nothing more
-        if (accessEnds(e, p.identity.id)) return this.close();
-        for (const [u, f] of this.uris) if (f(e, seen)) this.notify(u);
-      } catch (err) {
-        this.log.warn({ err }, 'mcp subscription filter failed');
-      }
-    });
+    this.stop ??= this.watch.watch(
+      p,
+      key,
+      (e, seen) => {
+        // the hub's fan-out must not fail on one session's filter
+        try {
+          for (const [u, f] of this.uris) if (f(e, seen)) this.notify(u);
+        } catch (err) {
+          this.log.warn({ err }, 'mcp subscription filter failed');
+        }
+      },
+      () => {
+        this.stop = undefined;
+        this.close();
+        this.ended();
+      },
+    );
   }
 
   remove(uri: string): void {
@@ -130,9 +141,6 @@ class Subscriptions {
     this.stop = undefined;
   }
 }
-
-/** The identity was deleted, or its membership left `active`: the journal's one access-ended entry (the push channels' rule too). */
-const accessEnds = (e: JournalEntry, identityId: string): boolean => accessEndedFor(e, identityId) !== undefined;
 
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };
 
@@ -172,7 +180,7 @@ export class Mcp {
     mcp.server.setRequestHandler(SubscribeRequestSchema, async (req, extra) => {
       const p = principalOf(extra);
       const found = this.locate(req.params.uri);
-      subs().add(p, req.params.uri, found.changedBy(p, await this.read(found, p)));
+      subs().add(p, extra.authInfo?.token ?? '', req.params.uri, found.changedBy(p, await this.read(found, p)));
       return {};
     });
     mcp.server.setRequestHandler(UnsubscribeRequestSchema, (req) => {
@@ -240,7 +248,7 @@ export class Mcp {
       body: verb === 'POST' ? new Uint8Array(r.raw!) : undefined,
       signal: r.signal,
     });
-    const res = await session.transport.handleRequest(req, { parsedBody: body, authInfo: { token: '', clientId: r.principal.identity.id, scopes: [], extra: { principal: r.principal } } });
+    const res = await session.transport.handleRequest(req, { parsedBody: body, authInfo: { token: bearerToken(r.headers.authorization) ?? '', clientId: r.principal.identity.id, scopes: [], extra: { principal: r.principal } } });
     return this.withoutInternals(res, r.requestId);
   }
 
@@ -285,7 +293,7 @@ export class Mcp {
     const server = this.server(() => session.subs);
     const subs = new Subscriptions(this.watch, (uri) => {
       server.server.sendResourceUpdated({ uri }).catch((err: unknown) => this.log.warn({ err, uri }, 'mcp resource update not sent'));
-    }, this.log);
+    }, this.log, () => void transport.close().catch(() => {}));
     session = { transport, owner, subs };
     transport.onclose = () => {
       subs.close();

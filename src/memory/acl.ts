@@ -6,7 +6,7 @@
  */
 import { AppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
-import type { EventAudience } from '../journal/journal.js';
+import { memoryScopeCovers, type EventAudience } from '../journal/journal.js';
 import type { Org } from '../org/service.js';
 
 export type Namespace = { kind: 'org' } | { kind: 'agent' | 'role' | 'ring'; name: string };
@@ -24,7 +24,8 @@ export function canonicalNamespace(ns: string): string {
   return n.kind === 'role' || n.kind === 'ring' ? `${n.kind}:${n.name.toLowerCase()}` : ns;
 }
 
-export const inScopes = (scopes: string[], ns: string) => !scopes.length || scopes.some((s) => (s.endsWith('*') ? ns.startsWith(s.slice(0, -1)) : s === ns));
+/** memory_scopes cover a namespace: the journal's rule, so a read and a push of the same memory agree */
+export const inScopes = memoryScopeCovers;
 
 /** The principal a peer org's signed read acts as: `peer:<peer_id>`, no membership, no key scopes. */
 export function peerPrincipal(peerId: string): Principal {

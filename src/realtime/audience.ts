@@ -1,16 +1,15 @@
 /**
  * Who is shown a journal entry. A new signal goes to the identities it lands on (direct, broadcast, the
  * roles they fill and the rings they belong to, narrowed by target_capabilities); an update also goes to
- * its sender and claimer. Admin SSE streams see everything. Key scopes and the connection's own filters
- * narrow all of it.
+ * its sender and claimer. Admin SSE streams see everything but memory events of namespaces the ACL does not
+ * let them read. Key scopes and the connection's own filters narrow all of it.
  */
 import { now } from '../clock.js';
 import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { accessEndedFor, inAudience, isSignalEntry, type AccessEndedReason, type JournalEntry } from '../journal/journal.js';
-import { AppError } from '../errors.js';
+import { ACCESS_ENDED, inAudience, isAuthChanged, isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from '../lru.js';
 
@@ -66,11 +65,18 @@ export class ReachCache {
 
 export class Audience {
   constructor(
+    /** the credential's rights as last checked (`Credential` refreshes them on every auth change) */
     public principal: Principal,
     private reach: ReachCache,
-    private seesAll: boolean,
+    /** whether this transport shows an admin everything (SSE, MCP); a socket never does */
+    private adminSeesAll: boolean,
     public filters: Filters = {},
   ) {}
+
+  /** read per entry from the current rights: a demotion narrows at once */
+  private get seesAll(): boolean {
+    return this.adminSeesAll && this.principal.identity.is_admin;
+  }
 
   /** The identity whose entries this audience is shown; undefined when it sees everything. */
   get identityId(): string | undefined {
@@ -92,8 +98,12 @@ export class Audience {
     const f = this.filters;
     if (!isSignalEntry(e)) {
       // a ring filter asks for that ring's signals; a type filter names event types as well as signal types
-      if (f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
-      return this.seesAll || inAudience(e, this.principal, this.reach.get(this.principal.identity.id));
+      if (isAuthChanged(e) || f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
+      // the end of another identity's access is an admin's to see; its own connections are ended by the re-check
+      if (e.type === ACCESS_ENDED) return this.seesAll;
+      // a memory event follows the namespace ACL, which gives admins nothing more (as GET /memory/:id)
+      if (e.memory_namespace === undefined && this.seesAll) return true;
+      return inAudience(e, this.principal, this.reach.get(this.principal.identity.id));
     }
     const s = e.signal;
     if (f.types?.length && !f.types.includes(s.signal_type)) return false;
@@ -104,15 +114,3 @@ export class Audience {
     return e.type === 'signal.updated' && (s.from_identity === me || s.claimed_by === me);
   }
 }
-
-/** The error a socket is closed with when its identity's access ends. */
-export const accessError = (reason: AccessEndedReason): AppError =>
-  reason === 'deleted' ? new AppError('AUTH_KEY_REVOKED', 'The identity of this key was deleted') : new AppError('POLICY_MEMBERSHIP_REQUIRED', `The membership was ${reason}`);
-
-/**
- * Why the entry at `seq` ends a connection of this identity, if it does: an access-ended entry committed
- * after `verifiedAt`, the journal cursor read before the connection's key was checked. An older one (met in a
- * replay from an old cursor) was already reflected by that check: the identity has been reinstated since.
- */
-export const accessEnds = (e: JournalEntry, seq: number, identityId: string, verifiedAt: number): AccessEndedReason | undefined =>
-  seq > verifiedAt ? accessEndedFor(e, identityId) : undefined;

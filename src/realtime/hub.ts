@@ -45,6 +45,8 @@ interface Slot {
   pump?: Promise<void>;
   /** the catch-up waits for the subscriber's buffer to make room */
   waiting?: boolean;
+  /** the identity it is indexed under (undefined: offered every entry) */
+  indexedAs?: string;
 }
 
 export class Hub {
@@ -270,7 +272,19 @@ export class Hub {
     const slot = this.slots.get(sub);
     if (!slot) return;
     this.slots.delete(sub);
-    const id = sub.identityId;
+    this.unindex(slot);
+  }
+
+  /** The subscriber's `identityId` changed (its rights were re-checked): offer it entries by the new one. */
+  reindex(sub: Subscriber): void {
+    const slot = this.slots.get(sub);
+    if (!slot || slot.indexedAs === sub.identityId) return;
+    this.unindex(slot);
+    this.index(slot);
+  }
+
+  private unindex(slot: Slot): void {
+    const id = slot.indexedAs;
     if (id === undefined) return void this.wide.delete(slot);
     const slots = this.byIdentity.get(id);
     slots?.delete(slot);
@@ -279,6 +293,7 @@ export class Hub {
 
   private index(slot: Slot): void {
     const id = slot.sub.identityId;
+    slot.indexedAs = id;
     if (id === undefined) return void this.wide.add(slot);
     const slots = this.byIdentity.get(id);
     if (slots) slots.add(slot);

@@ -1,6 +1,7 @@
 /** Wires the push channels: one hub per process, WebSocket and SSE on the same uWS app. */
 import type { TemplatedApp } from 'uWebSockets.js';
 import type { Config } from '../config.js';
+import type { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Org } from '../org/service.js';
 import type { Inbox } from '../signals/inbox.js';
@@ -9,6 +10,7 @@ import type { Store } from '../store/port.js';
 import type { Exchange } from '../http/uws.js';
 import type { Links } from '../http/links.js';
 import { Audience, ReachCache } from './audience.js';
+import { Credential } from './credential.js';
 import { Deliverer } from './deliverer.js';
 import { Hub, type Subscriber } from './hub.js';
 import type { RateLimits } from '../auth/rate-limit.js';
@@ -51,21 +53,35 @@ export class Realtime {
     mountSse(app, this, fail);
   }
 
-  /** One signal's committed changes as they happen (A2A task streams); call the answer to stop. */
-  watchSignal(signalId: string, onChange: (s: Signal) => void): () => void {
-    return this.watch(
+  /** One signal's committed changes as they happen (A2A task streams), while the holder's key authenticates; call the answer to stop. */
+  watchSignal(signalId: string, onChange: (s: Signal) => void, holder: { principal: Principal; key: string; ended: () => void }): () => void {
+    const credential = new Credential(this.store, holder.key, new Audience(holder.principal, this.reach, false), this.hub.cursor, () => undefined, () => {
+      stop();
+      holder.ended();
+    });
+    const stop = this.watch(
       (e) => isSignalEntry(e) && e.signal.id === signalId,
       (e) => isSignalEntry(e) && onChange(e.signal),
+      credential,
     );
+    return () => {
+      credential.close();
+      stop();
+    };
   }
 
   /**
-   * Every committed journal entry from now on, for one principal (MCP resource subscriptions), told lazily
-   * whether this principal's own push would show it (admins see all) and whether it lands in its inbox.
+   * Every committed journal entry from now on, for one key (MCP resource subscriptions), told lazily whether
+   * this key's own push would show it (admins see all) and whether it lands in its inbox. The key's rights are
+   * kept current as a socket's are (`Credential`); once it no longer authenticates, the watch ends with `onEnded`.
    */
-  watchJournal(p: Principal, onEntry: (e: JournalEntry, seen: { shown: boolean; recipient: boolean }) => void): () => void {
-    const audience = new Audience(p, this.reach, p.identity.is_admin);
-    return this.watch(
+  watchJournal(p: Principal, key: string, onEntry: (e: JournalEntry, seen: { shown: boolean; recipient: boolean }) => void, onEnded: (e: AppError) => void): () => void {
+    const audience = new Audience(p, this.reach, true);
+    const credential = new Credential(this.store, key, audience, this.hub.cursor, () => undefined, (e) => {
+      stop();
+      onEnded(e);
+    });
+    const stop = this.watch(
       () => true,
       (e) =>
         onEntry(e, {
@@ -76,23 +92,32 @@ export class Realtime {
             return audience.isRecipient(e);
           },
         }),
+      credential,
     );
+    return () => {
+      credential.close();
+      stop();
+    };
   }
 
-  /** An in-process hub subscriber that never falls behind (it only calls back); call the answer to stop. */
-  private watch(wants: (e: JournalEntry) => boolean, onEntry: (e: JournalEntry) => void): () => void {
+  /** An in-process hub subscriber that never falls behind (it only calls back) but waits for its credential's re-checks; call the answer to stop. */
+  private watch(wants: (e: JournalEntry) => boolean, onEntry: (e: JournalEntry) => void, credential?: Credential): () => void {
     let open = true;
     const sub: Subscriber = {
       lastSeq: 0,
       get open() {
         return open;
       },
-      wants,
-      deliver: (e) => {
+      wants: (e, seq) => credential?.pending(e, seq) === true || wants(e),
+      deliver: (e, seq) => {
+        if (credential?.pending(e, seq)) return 'full';
         onEntry(e);
         return 'sent';
       },
-      room: async () => open,
+      room: async () => {
+        await credential?.settled();
+        return open;
+      },
       fail: () => (open = false),
     };
     void this.hub.attach(sub);

@@ -5,14 +5,15 @@
  * `last_event_id` query) resumes without a gap.
  */
 import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { AppError } from '../errors.js';
+import { AppError, errorBody } from '../errors.js';
 import { commaList } from '../validation.js';
 import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
 import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
-import { accessEnds, Audience } from './audience.js';
+import { Audience } from './audience.js';
+import { closeCodeOf, Credential } from './credential.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
@@ -29,6 +30,7 @@ class Stream implements Subscriber {
   private drain: Drain;
   private heartbeat: NodeJS.Timeout;
   private done = false;
+  private credential: Credential;
 
   constructor(
     private x: Exchange,
@@ -36,9 +38,11 @@ class Stream implements Subscriber {
     private principal: Principal,
     private audience: Audience,
     rid: string,
+    token: string,
     /** the journal cursor before the key was checked */
-    private verifiedAt: number,
+    verifiedAt: number,
   ) {
+    this.credential = new Credential(rt.store, token, audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.closeWith(e));
     this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
     const res = x.res;
     res.cork(() => {
@@ -74,18 +78,14 @@ class Stream implements Subscriber {
     return this.audience.identityId;
   }
 
-  /** An ended access ends the stream whatever its filters; EventSource's reconnect is then refused. */
+  /** While the key is re-checked every entry waits (`deliver` is full) and is decided under the rights it settles on. */
   wants(e: JournalEntry, seq: number): boolean {
-    if (accessEnds(e, seq, this.principal.identity.id, this.verifiedAt)) {
-      this.end();
-      return false;
-    }
-    return this.audience.wants(e);
+    return this.credential.pending(e, seq) || this.audience.wants(e);
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.done) return 'gone';
-    if (this.backlog > this.rt.config.pushMaxBufferBytes) return 'full';
+    if (this.backlog > this.rt.config.pushMaxBufferBytes || this.credential.pending(e, seq)) return 'full';
     this.write(eventBytes(e, seq));
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
@@ -93,6 +93,8 @@ class Stream implements Subscriber {
 
   /** Waits for the reader to take the backlog; a stream that makes no room in time is ended (EventSource resumes it). */
   async room(): Promise<boolean> {
+    await this.credential.settled();
+    if (this.done) return false;
     if (await this.drain.wait(this.rt.config.pushDrainTimeoutMs)) return true;
     this.end();
     return false;
@@ -114,6 +116,16 @@ class Stream implements Subscriber {
   }
 
   /**
+   * The key no longer authenticates: a `closed` event with the WebSocket close code and the error, then the
+   * end (EventSource's reconnect is then refused with the same error).
+   */
+  private closeWith(e: AppError): void {
+    if (this.done) return;
+    if (this.backlog === 0) this.write(`event: closed\ndata: ${JSON.stringify({ code: closeCodeOf(e), error: errorBody(e, requestId(), this.rt.docsBase).error })}\n\n`);
+    this.end();
+  }
+
+  /**
    * Ends the stream. One with a backlog is closed at once: its reader is not reading, and an end queued
    * behind the backlog would hold the connection open.
    */
@@ -130,6 +142,7 @@ class Stream implements Subscriber {
   private finish(): void {
     if (this.done) return;
     this.done = true;
+    this.credential.close();
     clearInterval(this.heartbeat);
     this.drain.close();
     this.rt.hub.detach(this);
@@ -157,8 +170,8 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
         if (x.aborted) return;
-        const audience = new Audience(principal, rt.reach, principal.identity.is_admin, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
-        stream = new Stream(x, rt, principal, audience, rid, verifiedAt);
+        const audience = new Audience(principal, rt.reach, true, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
+        stream = new Stream(x, rt, principal, audience, rid, token, verifiedAt);
         await rt.hub.attach(stream, after);
       } catch (e) {
         if (stream) stream.fail(e);

@@ -11,7 +11,8 @@ import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
 import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
-import { accessEnds, accessError, Audience, type Filters } from './audience.js';
+import { Audience, type Filters } from './audience.js';
+import { closeCodeOf, Credential } from './credential.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
 import { Drain } from './drain.js';
@@ -71,6 +72,7 @@ class Connection implements Subscriber {
   private queue: Promise<void> = Promise.resolve();
   private pending = 0;
   readonly audience: Audience;
+  private credential: Credential;
   private limits: { push: number; answer: number };
 
   constructor(
@@ -78,9 +80,10 @@ class Connection implements Subscriber {
     private rt: Realtime,
     principal: Principal,
     private key: string,
-    private verifiedAt: number,
+    verifiedAt: number,
   ) {
     this.audience = new Audience(principal, rt.reach, false);
+    this.credential = new Credential(rt.store, key, this.audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.fatal(closeCodeOf(e), e));
     this.limits = limits(rt);
     this.sentSeq = rt.hub.cursor;
     this.drain = new Drain(() => this.ws.getBufferedAmount() <= this.limits.push);
@@ -94,19 +97,14 @@ class Connection implements Subscriber {
     return this.audience.identityId;
   }
 
-  /** An ended access closes the socket whatever its filters. */
+  /** While the key is re-checked every entry waits (`deliver` is full) and is decided under the rights it settles on. */
   wants(e: JournalEntry, seq: number): boolean {
-    const ended = accessEnds(e, seq, this.audience.principal.identity.id, this.verifiedAt);
-    if (ended) {
-      if (!this.closed) this.fatal(ended === 'deleted' ? CLOSE.unauthorized : CLOSE.forbidden, accessError(ended));
-      return false;
-    }
-    return this.audience.wants(e);
+    return this.credential.pending(e, seq) || this.audience.wants(e);
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
     if (this.closed) return 'gone';
-    if (this.ws.getBufferedAmount() > this.limits.push) return 'full';
+    if (this.ws.getBufferedAmount() > this.limits.push || this.credential.pending(e, seq)) return 'full';
     if (this.sendText(frameBytes(e, seq)) === DROPPED) return 'full';
     this.sentSeq = seq;
     this.rt.deliverer.consider(e, this.audience);
@@ -115,6 +113,8 @@ class Connection implements Subscriber {
 
   /** Waits for the buffer to drain to the push limit; a socket that makes no room in time is cut off with 4008. */
   async room(): Promise<boolean> {
+    await this.credential.settled();
+    if (this.closed) return false;
     if (await this.drain.wait(this.rt.config.pushDrainTimeoutMs)) return true;
     this.tooSlow();
     return false;
@@ -161,6 +161,7 @@ class Connection implements Subscriber {
     if (this.closed) return;
     this.send({ type: 'error', id: null, error: errorBody(e, requestId(), this.rt.docsBase).error });
     this.closed = true;
+    this.credential.close();
     this.drain.close();
     // End on the next turn: a socket ended inside uWS's own open callback (where a ?after= replay starts)
     // loses its queued frames and the close frame, and the client sees 1006 instead of this code.
@@ -211,7 +212,7 @@ class Connection implements Subscriber {
     const { op, id, ...body } = msg;
     try {
       const p: Principal = { ...(await principalForKey(this.rt.store, this.key, false)), requestId: requestId() };
-      this.audience.principal = p;
+      this.credential.adopt(p);
       await this.rt.limits.consume(p);
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
@@ -260,6 +261,7 @@ class Connection implements Subscriber {
 
   closedByPeer(): void {
     this.closed = true;
+    this.credential.close();
     this.peerGone = true;
     this.drain.close();
   }

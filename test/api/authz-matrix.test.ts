@@ -6,7 +6,8 @@
  * route (and every /rpc method) with the request that must be refused and its exact code, or `none` with
  * the reason, and this file holds that table to the live tables exactly, so a route or method added later
  * fails the suite until it is classified. Admin-only /rpc methods are generated from the method table. The
- * push entry points (/ws, /signals/stream) are not in the route table and have their own rows. Every
+ * push entry points (/ws, /signals/stream) are not in the route table and have their own rows, for opening one
+ * and for one held open while its key or membership ends. Every
  * answer is checked for leaks: no stack trace or internal message.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +16,7 @@ import { proofHeaders } from '../../src/federation/proof.js';
 import type { Route } from '../../src/http/server.js';
 import { methodTable } from '../../src/surface/methods.js';
 import { upload } from '../helpers/blobs.js';
+import { expectHeldEnded, hold } from '../helpers/push.js';
 import { bootstrap, join, type Member, type Res } from '../helpers/client.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { NARROWED, ROUTES, RPC_METHODS, rpc, type Fx, type Req, type Scope } from './authz-table.js';
@@ -68,6 +70,13 @@ const MEMBERSHIP_REQUIRED: { label: string; path: string; body: (sig: string) =>
   { label: 'POST /claim', method: 'POST', path: '/claim', body: (sig) => ({ signal_id: sig }) },
   { label: 'POST /ack', method: 'POST', path: '/ack', body: (sig) => ({ signal_id: sig }) },
   { label: 'POST /workspace/folders', method: 'POST', path: '/workspace/folders', body: () => ({ name: 'f' }) },
+];
+
+/** What ends a held socket and stream (docs/realtime.md, Rights follow the key); demotion, scope changes and expiry: test/api/realtime-credential.test.ts. */
+const STREAMS_HELD: { what: string; end: (root: Member, who: Member, keyId: string) => Promise<unknown>; close: number; status: number; code: string }[] = [
+  { what: 'key revoked', end: async (root, _who, keyId) => expectOk(await root.client.post(`/admin/api-keys/${keyId}/revoke`)), close: 4401, status: 401, code: 'AUTH_KEY_REVOKED' },
+  { what: 'membership suspended', end: (root, who) => setMembershipStatus(root.client, who.id, 'suspended'), close: 4403, status: 403, code: 'POLICY_MEMBERSHIP_REQUIRED' },
+  { what: 'identity deleted', end: async (root, who) => expectOk(await root.client.del(`/admin/identity/${who.id}`)), close: 4401, status: 401, code: 'AUTH_KEY_REVOKED' },
 ];
 
 for (const backend of BACKENDS) {
@@ -325,6 +334,18 @@ for (const backend of BACKENDS) {
         codes.push(body.error.code);
       }
       expect(codes).toEqual(['AUTH_KEY_MISSING', 'AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED']);
+    });
+
+    it('/ws and /signals/stream held: a key revoked, a membership suspended, an identity deleted end the open socket and stream with the code a new upgrade now gets', async () => {
+      for (const c of STREAMS_HELD) {
+        const who = await join(root.client, `held-${c.what.replace(/\W/g, '-')}`);
+        const minted = expectOk(await root.client.post('/admin/api-keys', { owner: who.id }), 201);
+        const h = await hold(url, minted.api_key, c.what);
+        await c.end(root, who, minted.id);
+        await expectHeldEnded(h, c.close, c.code);
+        const res = await fetch(`${url}/signals/stream?token=${encodeURIComponent(minted.api_key)}`);
+        expect({ status: res.status, code: (await res.json()).error.code }, c.what).toEqual({ status: c.status, code: c.code });
+      }
     });
   });
 }

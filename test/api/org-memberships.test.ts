@@ -2,7 +2,8 @@
  * Memberships over real HTTP, WebSocket and SSE on both backends: list (paged), create (one per identity),
  * status moves and their refusals, a suspended identity refused on every transport with its open socket
  * and stream closed, its task lease left to run out and the task then redelivered, reinstatement, claw types with one central claw even under concurrent PATCHes.
- * Access ends through one journal entry (`identity.access_ended`) appended in the commit that ends it,
+ * Leaving `active` appends `identity.access_ended` (an admin stream's event) in the commit that ends it, and open
+ * connections end through the re-check every auth write's `auth.changed` entry starts (docs/realtime.md),
  * whoever moves the membership; an identity's deletion removes its membership in the deletion's own commit.
  */
 import { beforeAll, describe, expect, it } from 'vitest';

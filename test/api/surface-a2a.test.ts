@@ -1,7 +1,7 @@
 /**
  * A2A with the @a2a-js/sdk client, on both backends: the public agent card, a message that becomes a task
  * signal (same id), a stream of status updates while an agent claims and acks over REST, get and cancel
- * with the interface's refusals, the v0.3 method names, and auth refusals.
+ * with the interface's refusals, the v0.3 method names, and auth refusals; a stream ends once its key is revoked.
  */
 import { TaskState, type Message, type SendMessageRequest } from '@a2a-js/sdk';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
@@ -136,6 +136,24 @@ for (const backend of BACKENDS) {
       expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
       await reading;
       expect(events.map((e) => e.state)).toEqual([TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_CANCELED]);
+    });
+
+    it('a stream ends once its key is revoked, and shows nothing after', async () => {
+      const minted = expectOk(await root.client.post('/admin/api-keys', { owner: alice.id }), 201);
+      const held = await a2aClient(url, minted.api_key);
+      const events: { id: string; state: TaskState }[] = [];
+      let taskId: string | undefined;
+      const reading = (async () => {
+        for await (const ev of held.sendMessageStream(message('revoke me', { signal_type: 'task', to_role: 'Builder' }))) {
+          events.push(flat(ev));
+          taskId ??= flat(ev).id;
+        }
+      })();
+      await waitFor('the task event', async () => taskId, (id) => id !== undefined);
+      expectOk(await root.client.post(`/admin/api-keys/${minted.id}/revoke`));
+      await reading;
+      expectOk(await bob.client.post('/claim', { signal_id: taskId }));
+      expect(events.map((e) => e.state)).toEqual([TaskState.TASK_STATE_SUBMITTED]);
     });
 
     it('tasks/cancel: canceled by the sender, A2A_CANCEL_FAILED once completed, A2A_TASK_UNAUTHORIZED for another caller', async () => {

@@ -2,7 +2,7 @@
  * MCP resources and subscriptions, and the reservation tools and RPC methods, through the official MCP SDK
  * client and real HTTP on both backends: resources/list and templates; each resource read as REST answers
  * it, with ACL refusals; subscriptions to svc://inbox/{me} and svc://reservations notified after a REST
- * change, silent once unsubscribed or once the identity's membership is suspended; svc_reserve_paths / svc_check_reservations / svc_release_paths and
+ * change, silent once unsubscribed or once the identity's membership is suspended, the session ended once its key is revoked; svc_reserve_paths / svc_check_reservations / svc_release_paths and
  * reservations.* over /rpc (grant, conflict, release, force-release) with their refusals.
  */
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
@@ -18,8 +18,9 @@ async function connect(url: string, key: string) {
   const client = new McpClient({ name: 'test', version: '1.0.0' });
   const updated: string[] = [];
   client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updated.push(n.params.uri));
-  await client.connect(new StreamableHTTPClientTransport(new URL(url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
-  return { client, updated };
+  const transport = new StreamableHTTPClientTransport(new URL(url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${key}` } } });
+  await client.connect(transport);
+  return { client, updated, transport };
 }
 type Session = Awaited<ReturnType<typeof connect>>;
 
@@ -212,6 +213,35 @@ for (const backend of BACKENDS) {
         expect(c.updated.length).toBe(cs);
       } finally {
         await Promise.all([c.client.close(), b2.client.close()]);
+      }
+    });
+
+    it("a session whose key is revoked ends, its subscriptions with it; the identity's other sessions stay", async () => {
+      const dave = await join(root.client, 'res-dave');
+      const minted = expectOk(await root.client.post('/admin/api-keys', { owner: dave.id }), 201);
+      const d = await connect(url, minted.api_key);
+      const d2 = await connect(url, dave.key);
+      const sid = d.transport.sessionId!;
+      // the same session asked for with the identity's other key: 200 while it lives, 404 once it ended
+      const sessionAnswers = async () =>
+        (await fetch(url + '/mcp', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${dave.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sid, 'mcp-protocol-version': '2025-06-18' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'resources/templates/list' }),
+        })).status;
+      try {
+        const p = project();
+        const uri = `svc://reservations?project=${p}`;
+        await d.client.subscribeResource({ uri });
+        await d2.client.subscribeResource({ uri });
+        expect(await sessionAnswers()).toBe(200);
+        expectOk(await root.client.post(`/admin/api-keys/${minted.id}/revoke`));
+        await waitFor('the revoked key’s session ended', sessionAnswers, (status) => status === 404, 10_000);
+        const before = d2.updated.length;
+        expectOk(await bob.client.post('/reservations', { project: p, paths: ['after-revocation'] }));
+        await waitFor('the other session notified', () => d2.updated.length > before, (ok) => ok, 20_000);
+      } finally {
+        await Promise.all([d.client.close().catch(() => undefined), d2.client.close()]);
       }
     });
 

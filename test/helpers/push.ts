@@ -327,3 +327,24 @@ export class Relay {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
+
+/** A socket and an SSE stream held by one key. */
+export interface Held {
+  ws: PushSocket;
+  sse: SseStream;
+}
+
+/** Opens a socket and a stream of one key (the stream collects `types`, `closed` always among them). */
+export async function hold(httpUrl: string, key: string, label: string, types = ['signal', 'memory.stored']): Promise<Held> {
+  return { ws: await PushSocket.open(httpUrl, key, { label: `${label} socket` }), sse: await SseStream.open(httpUrl, { token: key }, `${label} stream`, [...types, 'closed']) };
+}
+
+/** Both ended by the server: the socket with an error frame and the close code, the stream with its `closed` event, then refused on reconnect. */
+export async function expectHeldEnded(h: Held, code: number, error: string, ms = 5000): Promise<void> {
+  expect(await h.ws.closed()).toMatchObject({ code, reason: error });
+  expect(h.ws.frames[h.ws.frames.length - 1]).toMatchObject({ type: 'error', error: { code: error } });
+  let ev: SseEvent | undefined;
+  await waitFor(() => (ev = h.sse.events.find((e) => e.type === 'closed')) !== undefined, ms, `${h.sse.label}: closed event`);
+  expect(ev!.signal).toMatchObject({ code, error: { code: error } });
+  await waitFor(() => h.sse.es.readyState === EventSource.CLOSED, ms, `${h.sse.label}: EventSource gave up`);
+}
