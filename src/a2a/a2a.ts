@@ -19,7 +19,7 @@ import { outOfScope } from '../signals/policy.js';
 import { EmitBody } from '../signals/schemas.js';
 import type { Signals } from '../signals/service.js';
 import { decodeCursor, DEFAULT_LIMIT, encodeCursor } from '../surface/paging.js';
-import { validate } from '../validation.js';
+import { boundDepth, MAX_DOCUMENT_DEPTH, validate } from '../validation.js';
 
 /** Changes of one signal as they commit; the push hub provides it (wired in src/app.ts). */
 export interface SignalWatch {
@@ -166,6 +166,7 @@ function noted<T>(ctx: ServerCallContext, p: Promise<T>): Promise<T> {
 }
 
 const SDK_INTERNAL_ERROR = -32603;
+const INVALID_PARAMS = -32602;
 
 class SignalRequestHandler extends DefaultRequestHandler {
   constructor(
@@ -289,6 +290,13 @@ export class A2A {
       body = JSON.parse(r.raw!.toString('utf8'));
     } catch {
       return json(400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error', data: { code: 'RPC_PARSE_ERROR', request_id: r.requestId } } });
+    }
+    try {
+      // the SDK converts the whole message recursively before any field of it reaches our validation
+      boundDepth(body?.params, 'params', MAX_DOCUMENT_DEPTH);
+    } catch (e) {
+      const c = clientError(e);
+      return json(c.status, { jsonrpc: '2.0', id: (body.id as never) ?? null, error: { code: INVALID_PARAMS, message: c.message, data: { code: c.code, request_id: r.requestId, details: c.details } } });
     }
     const legacy = typeof body?.method === 'string' && body.method.includes('/');
     const ctx = new ServerCallContext({ user: new SignalUser(r.principal), requestedVersion: legacy ? '0.3' : '1.0' });

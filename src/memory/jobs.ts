@@ -16,7 +16,7 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
-import { compile } from '../validation.js';
+import { checkDepth, compile } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
 import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
 import { memoryIndexes, MEMORY_TYPES } from './model.js';
@@ -235,7 +235,7 @@ export class Jobs {
           const first = ImportLine.errors(parsed)[0];
           throw new AppError('MEMORY_VALIDATION_FAILED', `${first?.instancePath || first?.params?.requiredProperties || 'line'}: ${first?.message ?? 'invalid'}`);
         }
-        counts[await this.memories.importOne(parsed as ImportedMemory, c.created_by)]++;
+        counts[await this.memories.importOne(checkDepth(ImportLine, parsed) as ImportedMemory, c.created_by)]++;
       } catch (e) {
         if (!isAppError(e) || e.code === 'EMBEDDING_PROVIDER_ERROR') throw e;
         counts.failed++;
