@@ -17,6 +17,7 @@ import { Nonces } from './federation/nonces.js';
 import { Trust } from './federation/trust.js';
 import { Health, VERSION } from './health/health.js';
 import { Links } from './http/links.js';
+import { Origins } from './http/origin.js';
 import { openEmbedder } from './embedding/provider.js';
 import { Acl } from './memory/acl.js';
 import { Graph } from './memory/graph.js';
@@ -182,6 +183,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     uploadLimit: config.maxUploadBytes,
     links,
     log,
+    origins: new Origins(links, config.allowedOrigins),
     authenticate: async (h, admin, requestId) => {
       const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
       await limits.consume(p);

@@ -7,6 +7,8 @@ export interface Config {
   baseUrl: string;
   /** BASE_URL was not set: it follows the port actually bound (PORT=0 picks one) */
   baseUrlDefaulted: boolean;
+  /** browser origins allowed besides BASE_URL's own (serialized origins: scheme://host[:port]) */
+  allowedOrigins: readonly string[];
   dataDir: string;
   redisUrl: string | undefined;
   /** Redis Cluster seed nodes (host:port); exclusive with redisUrl */
@@ -126,6 +128,24 @@ function s3Config(env: Env): S3Config | undefined {
   return { endpoint, accessKey: need('S3_ACCESS_KEY'), secretKey: need('S3_SECRET_KEY'), bucket, region: env.S3_REGION || 'us-east-1', useSSL: bool(env, 'S3_USE_SSL', false) };
 }
 
+function origins(env: Env): readonly string[] {
+  const raw = env.ALLOWED_ORIGINS;
+  if (!raw) return Object.freeze([]);
+  return Object.freeze(
+    raw.split(',').map((s) => s.trim()).filter(Boolean).map((o) => {
+      let u: URL | undefined;
+      try {
+        u = new URL(o);
+      } catch {
+        u = undefined;
+      }
+      const bare = u && u.pathname === '/' && !u.search && !u.hash && !u.username;
+      if (!u || !bare || (u.protocol !== 'http:' && u.protocol !== 'https:')) throw new ConfigError(`ALLOWED_ORIGINS must be a comma list of origins (http(s)://host[:port], no path), got "${o}"`);
+      return u.origin;
+    }),
+  );
+}
+
 function clusterNodes(env: Env): string[] | undefined {
   const raw = env.REDIS_CLUSTER_NODES;
   if (!raw) return undefined;
@@ -184,6 +204,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     host,
     baseUrl,
     baseUrlDefaulted: !env.BASE_URL,
+    allowedOrigins: origins(env),
     dataDir: resolve(env.DATA_DIR || './data'),
     redisUrl,
     redisClusterNodes,
@@ -246,6 +267,7 @@ const SETTINGS: Setting[] = [
   { name: 'PORT', value: (c) => c.port },
   { name: 'HOST', value: (c) => c.host },
   { name: 'BASE_URL', value: (c) => c.baseUrl },
+  { name: 'ALLOWED_ORIGINS', value: (c) => c.allowedOrigins.join(',') || null },
   { name: 'DATA_DIR', value: (c) => c.dataDir },
   { name: 'REDIS_URL', value: (c) => c.redisUrl ?? null, secret: true },
   { name: 'REDIS_CLUSTER_NODES', value: (c) => c.redisClusterNodes?.join(',') ?? null },

@@ -141,6 +141,8 @@ export const catalogue = {
   RESERVATION_NOT_ACTIVE: [409, 'Reservation is released or expired'],
   RESERVATION_FORCE_DENIED: [403, 'Force-release needs an admin, or a holder inactive longer than the ttl'],
   RESERVATION_IDEMPOTENCY_MISMATCH: [409, 'idempotency_key was used with a different request'],
+  // a browser's Origin other than BASE_URL's or ALLOWED_ORIGINS (DNS rebinding, cross-site requests): not in the interface (docs/auth.md)
+  ORIGIN_NOT_ALLOWED: [403, 'Origin not allowed'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

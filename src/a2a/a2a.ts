@@ -4,7 +4,7 @@
  * and v0.3 for the slash method names) fed from the uWebSockets.js route. A message becomes a signal
  * through Signals.emit; a cancel is Signals.cancel; a stream follows the signal through the push hub.
  */
-import { AGENT_CARD_PATH, formatSSEEvent, TaskState, type AgentCard, type Message, type SendMessageRequest, type StreamResponse, type Task } from '@a2a-js/sdk';
+import { A2A_VERSION_HEADER, AGENT_CARD_PATH, AgentCard, formatSSEEvent, TaskState, type Message, type SendMessageRequest, type StreamResponse, type Task } from '@a2a-js/sdk';
 import { RequestMalformedError, TaskNotCancelableError, TaskNotFoundError, type A2AError } from '@a2a-js/sdk/errors';
 import { AgentEvent, DefaultRequestHandler, JsonRpcTransportHandler, ServerCallContext, type AgentExecutor, type ExecutionEventBus, type RequestContext, type TaskStore, type User } from '@a2a-js/sdk/server';
 import { LegacyJsonRpcTransportHandler } from '@a2a-js/sdk/compat/v0_3/server';
@@ -20,7 +20,7 @@ import { outOfScope } from '../signals/policy.js';
 import { EmitBody } from '../signals/schemas.js';
 import type { Signals } from '../signals/service.js';
 import { decodeCursor, DEFAULT_LIMIT, encodeCursor } from '../surface/paging.js';
-import { validate } from '../validation.js';
+import { boundDepth, MAX_DOCUMENT_DEPTH, validate } from '../validation.js';
 
 /** Changes of one signal as they commit; the push hub provides it (wired in src/app.ts). */
 export interface SignalWatch {
@@ -172,6 +172,7 @@ function noted<T>(ctx: ServerCallContext, p: Promise<T>): Promise<T> {
 }
 
 const SDK_INTERNAL_ERROR = -32603;
+const INVALID_PARAMS = -32602;
 
 class SignalRequestHandler extends DefaultRequestHandler {
   constructor(
@@ -281,12 +282,32 @@ export class A2A {
     } as AgentCard & { url: string };
   }
 
-  /** The card, with a skill per role (roles change, so it is built per request). */
+  /** The card: the skill every identity can use here (a message becomes a signal), and one per role it can route work to. */
   async card(): Promise<AgentCard> {
     const roles = await this.d.org.listRoles();
-    return this.baseCard(
-      roles.map((r) => ({ id: r.id, name: r.name, description: r.purpose ?? `Work for the ${r.name} role`, tags: [...r.domains, ...r.duties], examples: [], inputModes: [], outputModes: [], securityRequirements: [] })),
-    );
+    return this.baseCard([
+      EMIT_SKILL,
+      ...roles.map((r) => ({
+        id: `role:${r.id}`,
+        name: r.name,
+        description: r.purpose ?? `Work for the ${r.name} role`,
+        tags: ['role', ...r.domains, ...r.duties],
+        examples: [`metadata: {"signal_type": "task", "to_role": ${JSON.stringify(r.name)}}`],
+        inputModes: [],
+        outputModes: [],
+        securityRequirements: [],
+      })),
+    ]);
+  }
+
+  /**
+   * The card as the protocol's JSON for the version asked (`A2A-Version`; none is 0.3, as v1.0 says a
+   * request without it is): v1.0's ProtoJSON, or v0.3's card. The SDK's card object is its in-memory form
+   * (oneofs as `$case`), never served as it is.
+   */
+  async cardJson(requested: string | undefined): Promise<unknown> {
+    const card = await this.card();
+    return Number.parseFloat(requested || '0.3') >= 1 ? AgentCard.toJSON(card) : legacyCard(card, `${this.d.links.baseUrl}/a2a`);
   }
 
   async handle(r: Request<Principal>): Promise<Response> {
@@ -295,6 +316,13 @@ export class A2A {
       body = JSON.parse(r.raw!.toString('utf8'));
     } catch {
       return json(400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error', data: { code: 'RPC_PARSE_ERROR', request_id: r.requestId } } });
+    }
+    try {
+      // the SDK converts the whole message recursively before any field of it reaches our validation
+      boundDepth(body?.params, 'params', MAX_DOCUMENT_DEPTH);
+    } catch (e) {
+      const c = clientError(e);
+      return json(c.status, { jsonrpc: '2.0', id: (body.id as never) ?? null, error: { code: INVALID_PARAMS, message: c.message, data: { code: c.code, request_id: r.requestId, details: c.details } } });
     }
     const legacy = typeof body?.method === 'string' && body.method.includes('/');
     const ctx = new ServerCallContext({ user: new SignalUser(r.principal, bearerToken(r.headers.authorization) ?? ''), requestedVersion: legacy ? '0.3' : '1.0' });
@@ -344,11 +372,50 @@ export class A2A {
   }
 }
 
+/** What any identity can do through A2A: a message becomes a signal (a task an agent claims, or a note). */
+const EMIT_SKILL: AgentCard['skills'][number] = {
+  id: 'signal',
+  name: 'Send a signal or task',
+  description:
+    'A message becomes a signal of metadata.signal_type (task: an agent claims it under a lease and acks it; the A2A task is the signal), routed by metadata.to_role, to_ring or to_identity; text parts are its content, data parts its payload.',
+  tags: ['signals', 'tasks', 'coordination'],
+  examples: ['metadata: {"signal_type": "task", "to_role": "Builder"}, text: "build the release"', 'metadata: {"signal_type": "note", "to_ring": "core"}, text: "deploy finished"'],
+  inputModes: ['text/plain', 'application/json'],
+  outputModes: ['application/json'],
+  securityRequirements: [],
+};
+
+/** The v0.3 card (specification/json/a2a.json of A2A v0.3.0): one JSON-RPC endpoint, bearer auth, the same skills. */
+function legacyCard(c: AgentCard, url: string) {
+  const schemes = Object.entries(c.securitySchemes).flatMap(([name, s]) => (s.scheme?.$case === 'httpAuthSecurityScheme' ? [[name, { type: 'http', ...s.scheme.value }] as const] : []));
+  return {
+    protocolVersion: '0.3.0',
+    name: c.name,
+    description: c.description,
+    url,
+    preferredTransport: 'JSONRPC',
+    additionalInterfaces: [{ url, transport: 'JSONRPC' }],
+    version: c.version,
+    capabilities: { streaming: c.capabilities?.streaming ?? false, pushNotifications: c.capabilities?.pushNotifications ?? false, stateTransitionHistory: false },
+    securitySchemes: Object.fromEntries(schemes),
+    security: schemes.map(([name]) => ({ [name]: [] })),
+    defaultInputModes: c.defaultInputModes,
+    defaultOutputModes: c.defaultOutputModes,
+    skills: c.skills.map((k) => ({ id: k.id, name: k.name, description: k.description, tags: k.tags, examples: k.examples, ...(k.inputModes.length ? { inputModes: k.inputModes } : {}), ...(k.outputModes.length ? { outputModes: k.outputModes } : {}) })),
+    supportsAuthenticatedExtendedCard: false,
+  };
+}
+
 type Answer = { jsonrpc: string; id: string | number | null; result?: unknown; error?: unknown };
 
 export function a2aRoutes(a2a: A2A): Route<Principal>[] {
   return [
-    { method: 'get', path: `/${AGENT_CARD_PATH}`, auth: 'public', handler: async () => ({ data: null, web: json(200, await a2a.card()) }) },
+    {
+      method: 'get',
+      path: `/${AGENT_CARD_PATH}`,
+      auth: 'public',
+      handler: async (r) => ({ data: null, web: new Response(JSON.stringify(await a2a.cardJson(r.headers[A2A_VERSION_HEADER.toLowerCase()])), { status: 200, headers: { 'content-type': 'application/json', vary: A2A_VERSION_HEADER } }) }),
+    },
     { method: 'post', path: '/a2a', auth: 'key', raw: true, handler: async (r) => ({ data: null, web: await a2a.handle(r) }) },
   ];
 }

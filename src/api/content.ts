@@ -3,7 +3,7 @@ import Type from 'typebox';
 import type { Content } from '../blob/content.js';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Reply } from '../http/server.js';
-import { compile, validate } from '../validation.js';
+import { boundDepth, compile, validate } from '../validation.js';
 
 export function contentReply(c: Content, disposition: 'inline' | 'attachment' = 'inline'): Reply {
   const headers: Record<string, string> = {
@@ -56,6 +56,7 @@ function tagsOf(s: string, invalid: ErrorCode): string[] {
 function objectOf(s: string, invalid: ErrorCode): Record<string, unknown> {
   const v = parse(s, 'metadata', invalid);
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new AppError(invalid, 'metadata must be a JSON object', { field: 'metadata' });
+  boundDepth(v, 'metadata');
   return v as Record<string, unknown>;
 }
 

@@ -102,6 +102,8 @@ export interface FrontEndOptions<P> {
   authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
   /** verifies a proof route's signed call, or throws FED_*; answers the calling peer */
   verifyProof?(call: SignedCall): Promise<unknown>;
+  /** refuses a browser Origin the service does not allow (ORIGIN_NOT_ALLOWED), before anything else */
+  origins?: { check(origin: string | undefined): void };
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
   answered?(a: Answered): void;
@@ -163,6 +165,7 @@ export class FrontEnd<P> {
 
   private async run(x: Exchange, rid: string, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
     try {
+      this.opts.origins?.check(headers.origin);
       const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (stream?.errored) throw stream.errored;

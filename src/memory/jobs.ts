@@ -18,7 +18,7 @@ import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { compile } from '../validation.js';
+import { checkDepth, compile } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
 import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
 import { memoryIndexes, MEMORY_TYPES, type MemoryRecord } from './model.js';
@@ -288,5 +288,5 @@ function importLine(text: string): ImportedMemory {
     const first = ImportLine.errors(parsed)[0];
     throw new AppError('MEMORY_VALIDATION_FAILED', `${first?.instancePath || first?.params?.requiredProperties || 'line'}: ${first?.message ?? 'invalid'}`);
   }
-  return parsed as ImportedMemory;
+  return checkDepth(ImportLine, parsed) as ImportedMemory;
 }

@@ -29,7 +29,8 @@ const AREA: [RegExp, ErrorCode[]][] = [
 ];
 
 export function routeErrors(r: Route): ErrorCode[] {
-  const codes = new Set<ErrorCode>(['INTERNAL_SERVER_ERROR']);
+  // every route refuses a browser Origin it does not allow (src/http/origin.ts)
+  const codes = new Set<ErrorCode>(['INTERNAL_SERVER_ERROR', 'ORIGIN_NOT_ALLOWED']);
   if (r.auth === 'key' || r.auth === 'admin') codes.add('AUTH_KEY_MISSING');
   if (r.auth !== 'public' && r.auth !== 'proof') for (const c of ['AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED'] as const) codes.add(c);
   if (r.auth === 'admin') codes.add('AUTH_ADMIN_REQUIRED');

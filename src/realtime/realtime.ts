@@ -19,12 +19,15 @@ import type { Principal } from '../identity/model.js';
 import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
 import { mountSse } from './sse.js';
+import { Origins } from '../http/origin.js';
 import { mountWebSocket } from './ws.js';
 
 export class Realtime {
   readonly hub: Hub;
   readonly reach: ReachCache;
   readonly deliverer: Deliverer;
+  /** an upgrade or stream from a browser page of another origin is refused (DNS rebinding) */
+  readonly origins: Origins;
 
   constructor(
     readonly config: Readonly<Config>,
@@ -41,6 +44,7 @@ export class Realtime {
     this.hub = new Hub(store, log, config.journalRetainEntries);
     this.reach = new ReachCache(org);
     this.deliverer = new Deliverer(signals);
+    this.origins = new Origins(links, config.allowedOrigins);
   }
 
   get docsBase(): string {

@@ -158,10 +158,12 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
     const x = exchange(res);
     const q = new URLSearchParams(req.getQuery() ?? '');
     const lastEventId = req.getHeader('last-event-id') || q.get('last_event_id') || undefined;
+    const origin = req.getHeader('origin') || undefined;
     const rid = requestId();
     let stream: Stream | undefined;
     void (async () => {
       try {
+        rt.origins.check(origin);
         const token = q.get('token');
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const verifiedAt = rt.hub.cursor;

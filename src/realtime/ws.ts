@@ -278,12 +278,14 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       const secKey = req.getHeader('sec-websocket-key');
       const secProtocol = req.getHeader('sec-websocket-protocol');
       const secExtensions = req.getHeader('sec-websocket-extensions');
+      const origin = req.getHeader('origin') || undefined;
       const q = new URLSearchParams(req.getQuery() ?? '');
       let aborted = false;
       res.onAborted(() => (aborted = true));
       void (async () => {
         const rid = requestId();
         try {
+          rt.origins.check(origin);
           const bearer = bearerToken(header);
           const key = bearer ?? q.get('token') ?? '';
           if (!key) throw new AppError('AUTH_KEY_MISSING');

@@ -224,6 +224,15 @@ for (const backend of BACKENDS) {
       expect(failures).toEqual([]);
     }, 120_000);
 
+    it('every route refuses a browser Origin other than its own with 403 ORIGIN_NOT_ALLOWED, even with an admin key (docs/auth.md)', async () => {
+      const failures: string[] = [];
+      for (const r of table) {
+        const res = await send(url, { method: METHOD[r.method], path: pathOf(r), body: hasBody(r) ? {} : undefined, headers: { origin: 'http://rebound.example' } }, { key: root.key });
+        if (res.status !== 403 || res.body?.error?.code !== 'ORIGIN_NOT_ALLOWED') failures.push(`${label(r)}: ${res.status} ${JSON.stringify(res.body).slice(0, 120)}`);
+      }
+      expect(failures).toEqual([]);
+    }, 120_000);
+
     it.each(MEMBERSHIP_REQUIRED.map((c) => [c.label, c] as const))('%s: a suspended membership → 403 POLICY_MEMBERSHIP_REQUIRED', async (_, c) => {
       const sig = (await emitOk(root, { signal_type: 'task', content: 'for claim' })).id;
       const res = await suspended.client.req(c.method, c.path, c.body(sig));

@@ -37,6 +37,12 @@ const RPC_METHODS = Object.keys(methodTable({} as Parameters<typeof methodTable>
 const FIELDS = ['__proto__', 'constructor', 'prototype', 'signal_type', 'content', 'name', 'id', 'signal_id', 'payload', 'metadata', 'tags', 'namespace', 'code', 'type', 'owner', 'permissions', 'is_admin', 'unknown_field'];
 
 const deep = (n: number) => `{"payload":${'['.repeat(n)}${']'.repeat(n)},"metadata":${'{"a":'.repeat(n)}1${'}'.repeat(n)}}`;
+/** JSON text nested `n` objects deep (JSON.stringify itself overflows on thousands of levels). */
+const nested = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
+/** Fields most routes accept, so a deep free-form value gets past the schema's other checks to the store. */
+const PLAUSIBLE = '"signal_type":"task","content":"deep","name":"deep","namespace":"deep","type":"agent"';
+const deepIn = (field: string, n: number) => Buffer.from(`{${PLAUSIBLE},${JSON.stringify(field)}:${field === 'resources' ? `[${nested(n)}]` : nested(n)}}`);
+const DEEP_LEVELS = [65, 1_000, 5_000];
 /** The fixed hostile corpus every body route gets once, whatever the seed. */
 const HOSTILE: [string, Buffer][] = [
   ['malformed JSON', Buffer.from('{"signal_type": "task", ')],
@@ -46,6 +52,11 @@ const HOSTILE: [string, Buffer][] = [
   ['__proto__ and constructor keys', Buffer.from('{"__proto__":{"is_admin":true,"polluted":1},"constructor":{"prototype":{"polluted":1}},"name":"p","signal_type":"task","content":"x"}')],
   ['invalid UTF-8', Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xff, 0xfe, 0xc3, 0x28, 0xa0, 0xa1]), Buffer.from('","content":"'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')])],
   ['deep nesting', Buffer.from(deep(20_000))],
+  // a free-form field too deep in an otherwise plausible body: once stored, 5,000 levels overflowed the record encoder
+  ['metadata one level past the limit', deepIn('metadata', 65)],
+  ...['metadata', 'payload', 'resources', 'unknown_field'].map((f): [string, Buffer] => [`${f} 5000 levels deep`, deepIn(f, 5_000)]),
+  ['an A2A message with a deep payload', Buffer.from(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"x"}],"metadata":{"signal_type":"task","payload":{"d":${nested(5_000)}}}}}}`)],
+  ['a JSON-RPC call with deep params', Buffer.from(`{"jsonrpc":"2.0","id":1,"method":"signals.emit","params":${deepIn('metadata', 5_000)}}`)],
   ['a huge string in every field', Buffer.from(JSON.stringify(Object.fromEntries(FIELDS.filter((f) => f !== '__proto__').map((f) => [f, 'x'.repeat(60_000)]))))],
   ['a huge array', Buffer.from(JSON.stringify({ tags: Array.from({ length: 50_000 }, (_, i) => `t${i}`), signals: Array.from({ length: 5_000 }, () => ({})), content: 'x' }))],
   ['wrong types everywhere', Buffer.from(JSON.stringify(Object.fromEntries(FIELDS.filter((f) => f !== '__proto__').map((f, i) => [f, [1, true, null, [], {}, -1.5, 1e308][i % 7]]))))],
@@ -70,6 +81,7 @@ const HOSTILE_UPLOADS: [string, string, Buffer][] = [
   ['invalid UTF-8 in names and values', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [Buffer.concat([Buffer.from('content-disposition: form-data; name="'), Buffer.from([0xff, 0xfe]), Buffer.from('"')]).toString('latin1')], Buffer.from([0xc3, 0x28])), part('b', [disposition('file', '\udc00.txt')], Buffer.from([0xed, 0xa0, 0x80])), closing('b')])],
   ['more parts than allowed', 'multipart/form-data; boundary=b', Buffer.concat([...Array.from({ length: 200 }, (_, i) => part('b', [disposition(`f${i}`)], 'v')), part('b', [disposition('file', 'late.txt')], 'late'), closing('b')])],
   ['a field over its size cap', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition('metadata')], 'x'.repeat(70_000)), part('b', [disposition('file', 'a.txt')], 'a'), closing('b')])],
+  ['a metadata field 5,000 levels deep', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition('metadata')], nested(5_000)), part('b', [disposition('file', 'a.txt')], 'a'), closing('b')])],
   ['a 100 kB header line', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition('file', 'a.txt'), `x-junk: ${'a'.repeat(100_000)}`], 'a'), closing('b')])],
   ['an empty multipart body', 'multipart/form-data; boundary=b', Buffer.alloc(0)],
   ['nested multipart', 'multipart/form-data; boundary=outer', Buffer.concat([part('outer', [disposition('file', 'n.txt'), 'content-type: multipart/mixed; boundary=inner'], Buffer.concat([part('inner', ['content-type: text/plain'], 'in'), closing('inner')])), closing('outer')])],
@@ -213,6 +225,12 @@ for (const backend of BACKENDS) {
     it('every RPC method with random params answers a JSON-RPC error with a catalogue code, never a 500; a refused call writes nothing', async () => {
       const failures: string[] = [];
       for (const method of [...RPC_METHODS, 'no.such.method', '__proto__', 'constructor']) {
+        for (const n of DEEP_LEVELS) {
+          const before = await counts();
+          const res = await member.client.post('/rpc', `{"jsonrpc":"2.0","id":1,"method":${JSON.stringify(method)},"params":${deepIn('metadata', n)}}`);
+          expect(res.status, `${method} with metadata ${n} deep: ${JSON.stringify(res.body).slice(0, 200)}`).toBeLessThan(500);
+          if (res.body.error) expect(moved(before, await counts())).toEqual([]);
+        }
         await fc.assert(
           fc.asyncProperty(fc.jsonValue({ maxDepth: 3 }), async (params) => {
             const before = await counts();
@@ -241,9 +259,11 @@ for (const backend of BACKENDS) {
       const ready = await fetch(`${svc.url}/mcp`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
       expect(ready.status).toBe(202);
       let id = 0;
-      return async (method: string, params: unknown): Promise<{ status: number; id: number; text: string; json: any }> => {
+      /** `rawParams`: params as JSON text (thousands of levels deep overflow JSON.stringify) */
+      return async (method: string, params: unknown, rawParams?: string): Promise<{ status: number; id: number; text: string; json: any }> => {
         const n = ++id;
-        const res = await fetch(`${svc.url}/mcp`, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', id: n, method, params }) });
+        const body = rawParams === undefined ? JSON.stringify({ jsonrpc: '2.0', id: n, method, params }) : `{"jsonrpc":"2.0","id":${n},"method":${JSON.stringify(method)},"params":${rawParams}}`;
+        const res = await fetch(`${svc.url}/mcp`, { method: 'POST', headers: session, body });
         const text = await res.text();
         const json = jsonOrUndefined(text);
         return { status: res.status, id: n, text, json };
@@ -267,7 +287,8 @@ for (const backend of BACKENDS) {
       }
       if (m.result?.isError) {
         const code = m.result.structuredContent?.error?.code;
-        return code in catalogue && m.result.content?.[0]?.text?.startsWith(`${code}: `) ? { refusal: true } : { failure: `${what}: a tool refusal without a catalogue code: ${a.text.slice(0, 200)}`, refusal: true };
+        // a tool's internal error is the 500 of this surface
+        return code in catalogue && code !== 'INTERNAL_SERVER_ERROR' && m.result.content?.[0]?.text?.startsWith(`${code}: `) ? { refusal: true } : { failure: `${what}: a tool refusal without a catalogue code: ${a.text.slice(0, 200)}`, refusal: true };
       }
       return { refusal: false };
     }
@@ -279,9 +300,9 @@ for (const backend of BACKENDS) {
       const tools: { name: string; inputSchema: { properties?: Record<string, unknown> } }[] = listed.json.result.tools;
       expect(tools.length).toBeGreaterThan(10);
       const failures: string[] = [];
-      const check = async (what: string, method: string, params: unknown) => {
+      const check = async (what: string, method: string, params: unknown, rawParams?: string) => {
         const before = await counts();
-        const v = mcpVerdict(what, await call(method, params));
+        const v = mcpVerdict(what, await call(method, params, rawParams));
         if (v.failure) failures.push(v.failure);
         else if (v.refusal) {
           const diff = moved(before, await counts());
@@ -289,6 +310,7 @@ for (const backend of BACKENDS) {
         }
       };
       for (const tool of [...tools, { name: 'svc_no_such_tool', inputSchema: {} }, { name: '__proto__', inputSchema: {} }]) {
+        for (const n of DEEP_LEVELS) await check(`tools/call ${tool.name} with metadata ${n} deep`, 'tools/call', undefined, `{"name":${JSON.stringify(tool.name)},"arguments":${deepIn('metadata', n)}}`);
         const own = Object.keys(tool.inputSchema.properties ?? {});
         const keys = fc.constantFrom(...new Set([...own, ...FIELDS]));
         const args = fc.oneof(
@@ -370,6 +392,8 @@ for (const backend of BACKENDS) {
       for (const frame of [Buffer.from([0xff, 0xfe, 0x7b, 0x22]), Buffer.from(`{"op":"emit","id":"d",${deep(10_000).slice(1)}`)]) {
         expect((await exchange(frame)).type).toBe('error');
       }
+      // every op with a free-form field too deep, in an otherwise plausible frame
+      for (const op of WS_OPS) for (const n of DEEP_LEVELS) await exchange(Buffer.from(`{"op":${JSON.stringify(op)},"id":"deep",${deepIn('metadata', n).subarray(1)}`));
       expect(failures).toEqual([]);
       // the socket still works: an op after the garbage is answered
       const sig = await emitOk(root, { signal_type: 'task', content: 'after fuzz' });

@@ -3,7 +3,10 @@
  * signal (same id), a stream of status updates while an agent claims and acks over REST, get and cancel
  * with the interface's refusals, the v0.3 method names, and auth refusals; a stream ends once its key is revoked.
  */
-import { TaskState, type Message, type SendMessageRequest } from '@a2a-js/sdk';
+import { AGENT_CARD_PATH, AgentCard, TaskState, type Message, type SendMessageRequest } from '@a2a-js/sdk';
+import { isLegacyAgentCard, parseLegacyAgentCard } from '@a2a-js/sdk/compat/v0_3/client';
+import { Ajv } from 'ajv';
+import { readFile } from 'node:fs/promises';
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, type Client as A2AClient } from '@a2a-js/sdk/client';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -65,17 +68,40 @@ for (const backend of BACKENDS) {
       a = await a2aClient(url, alice.key);
     });
 
-    it('serves a public agent card the SDK resolves: streaming, bearer, a skill per role', async () => {
-      const raw = await fetch(url + '/.well-known/agent-card.json');
-      expect(raw.status).toBe(200);
-      const card = await raw.json();
-      expect(card).toMatchObject({ name: 'agent-coordination-service', url: expect.stringMatching(/\/a2a$/), capabilities: { streaming: true, pushNotifications: false } });
-      expect(card.version).toEqual(expect.any(String));
-      expect(card.securitySchemes.bearer.scheme.value.scheme).toBe('bearer');
-      expect(card.skills.map((s: any) => s.name)).toEqual(['Builder']);
+    it('serves the agent card as the JSON of each version it declares: v1.0 ProtoJSON to the SDK resolver, v0.3 (the published schema) to a client naming none', async () => {
+      const cardUrl = `${url}/${AGENT_CARD_PATH}`;
+      const skillNames = ['Send a signal or task', 'Builder'];
+      // the endpoint under BASE_URL (unset here: localhost on the bound port)
+      const endpoint = `http://localhost:${new URL(url).port}/a2a`;
+      // v1.0: what the official client's resolver asks for (A2A-Version: 1.0) and parses
+      const v1 = await fetch(cardUrl, { headers: { 'A2A-Version': '1.0' } });
+      expect(v1.headers.get('vary')).toContain('A2A-Version');
+      const raw = await v1.json();
+      expect(JSON.stringify(raw)).not.toContain('$case');
+      expect(raw).toMatchObject({ name: 'agent-coordination-service', capabilities: { streaming: true }, securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: 'bearer' } } }, securityRequirements: [{ schemes: { bearer: {} } }] });
+      expect(raw.supportedInterfaces).toEqual(['1.0', '0.3'].map((protocolVersion) => ({ url: endpoint, protocolBinding: 'JSONRPC', protocolVersion })));
+      // canonical ProtoJSON: the SDK's codec reads it and writes it back unchanged
+      expect(AgentCard.toJSON(AgentCard.fromJSON(raw))).toEqual(raw);
       const resolved = await new DefaultAgentCardResolver().resolve(url);
-      expect(resolved.skills[0]).toMatchObject({ name: 'Builder', description: 'builds things' });
+      expect(resolved.securitySchemes.bearer.scheme).toMatchObject({ $case: 'httpAuthSecurityScheme', value: { scheme: 'bearer', bearerFormat: 'API key' } });
+      expect(resolved.skills.map((s) => s.name)).toEqual(skillNames);
+      expect(resolved.skills[1]).toMatchObject({ name: 'Builder', description: 'builds things', tags: expect.arrayContaining(['code']) });
       expect(a.protocolVersion).toBe('1.0');
+      // v0.3: a request without A2A-Version is v0.3's (v1.0 says so), and one naming 0.3
+      const schema = JSON.parse(await readFile(new URL('../fixtures/a2a/a2a-v0.3.0.schema.json', import.meta.url), 'utf8'));
+      const check = new Ajv({ strict: false, allErrors: true }).addSchema(schema, 'a2a-v0.3.0').getSchema('a2a-v0.3.0#/definitions/AgentCard')!;
+      for (const headers of [{}, { 'A2A-Version': '0.3' }] as Record<string, string>[]) {
+        const res = await fetch(cardUrl, { headers });
+        expect(res.headers.get('vary')).toContain('A2A-Version');
+        const legacy = await res.json();
+        expect(check(legacy), JSON.stringify(check.errors)).toBe(true);
+        expect(legacy).toMatchObject({ protocolVersion: '0.3.0', url: endpoint, preferredTransport: 'JSONRPC', securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } }, security: [{ bearer: [] }] });
+        expect(isLegacyAgentCard(legacy)).toBe(true);
+        const parsed = parseLegacyAgentCard(legacy);
+        expect(parsed.securitySchemes.bearer.scheme).toMatchObject({ $case: 'httpAuthSecurityScheme', value: { scheme: 'bearer' } });
+        expect(parsed.skills.map((s) => s.name)).toEqual(skillNames);
+        expect(parsed.supportedInterfaces).toContainEqual(expect.objectContaining({ url: endpoint, protocolBinding: 'JSONRPC' }));
+      }
     });
 
     it('message/send becomes a task signal with the same id; tasks/get maps its state', async () => {

@@ -39,6 +39,12 @@ describe('config', () => {
     expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', baseUrl: 'https://hub.example', dataDir: '/tmp/x', redisUrl: 'redis://h:1', taskLeaseMs: 1000, maxDeliveryAttempts: 2, logLevel: 'warn', strictSignalTypes: true, dbConnectTimeoutMs: 750, dbQueryTimeoutMs: 1500 });
   });
 
+  it('ALLOWED_ORIGINS: a comma list of origins, kept in their serialized form', () => {
+    expect(readConfig({}).allowedOrigins).toEqual([]);
+    expect(readConfig({ ALLOWED_ORIGINS: 'https://a.example, http://b.example:8080/,HTTP://C.example' }).allowedOrigins).toEqual(['https://a.example', 'http://b.example:8080', 'http://c.example']);
+    for (const bad of ['a.example', 'https://a.example/path', 'ftp://a.example', 'null', '*']) expect(() => readConfig({ ALLOWED_ORIGINS: bad })).toThrow(/^ALLOWED_ORIGINS must be a comma list of origins/);
+  });
+
   it('Redis Cluster: REDIS_CLUSTER_NODES is a comma list of host:port seeds, exclusive with REDIS_URL', () => {
     expect(readConfig({}).redisClusterNodes).toBeUndefined();
     expect(readConfig({ REDIS_CLUSTER_NODES: 'r1:7000, r2:7001,10.0.0.3:7002' }).redisClusterNodes).toEqual(['r1:7000', 'r2:7001', '10.0.0.3:7002']);
