@@ -24,7 +24,7 @@ import { memoryJobKind } from './memory/job-kind.js';
 import { Jobs } from './memory/jobs.js';
 import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
-import { Shares } from './memory/shares.js';
+import { indexSharesOnce, Shares } from './memory/shares.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
 import { Idempotency } from './http/idempotency.js';
@@ -130,6 +130,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const limits = await RateLimits.open(config);
   const vectorIndex = await openVectorIndex(config);
   if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
+  await indexSharesOnce(store);
   const shares = new Shares(runtime);
   const acl = new Acl(org, shares);
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);

@@ -36,7 +36,8 @@ const chunkKey = (jobId: string, step: number) => `memory-export:${jobId}:${step
 const Str = Type.String({ minLength: 1 });
 const ImportLine = compile(
   Type.Object({
-    id: Type.Optional(Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$' })),
+    /** ours (a ULID) is kept; any other system's is kept as metadata.source_id (Memories.importOne) */
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     namespace: Str,
     content: Str,
     memory_type: Type.Optional(Type.Union([...MEMORY_TYPES.map((t) => Type.Literal(t)), Type.Null()])),
