@@ -112,6 +112,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
+  void workspace.resumeDeletes().catch((err: unknown) => log.error({ err }, 'resuming workspace deletions failed'));
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
   // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
   const idempotency = new Idempotency(store, config.idempotencyTtlMs);
