@@ -25,6 +25,7 @@ import { Jobs } from './memory/jobs.js';
 import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
 import { indexSharesOnce, Shares } from './memory/shares.js';
+import { memoryKeys, type NamespaceCount } from './memory/model.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
 import { Idempotency } from './http/idempotency.js';
@@ -132,8 +133,10 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const vectorIndex = await openVectorIndex(config);
   if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
   await indexSharesOnce(store);
-  const shares = new Shares(runtime);
-  const acl = new Acl(org, shares);
+  const shares = new Shares(runtime, org);
+  // a namespace's recorded owner counts while it holds memories; an emptied one passes to its name's holder
+  const namespaceOwner = (ns: string) => store.get<NamespaceCount>(memoryKeys.namespace(ns)).then((r) => (r && r.value.count > 0 ? r.value.owner_id : undefined));
+  const acl = new Acl(org, shares, namespaceOwner);
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);

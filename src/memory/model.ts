@@ -72,6 +72,8 @@ export const idOfExpiring = (member: string) => member.slice(16);
 export interface NamespaceCount {
   namespace: string;
   count: number;
+  /** a role:/ring: namespace's owner: the id of the role or ring that wrote its memories (names can be reused) */
+  owner_id?: string;
 }
 
 /** Index entries a live memory has; a forgotten one has none. */

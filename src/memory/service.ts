@@ -189,11 +189,13 @@ export class Memories {
       const [cur, existing, aliased] = await Promise.all([this.db.get<NamespaceCount>(nsKey), this.db.get(memoryKeys.memory(rec.id)), alias ? this.db.get(alias) : undefined]);
       if (existing || aliased) return { result: false };
       const count = cur?.value.count ?? 0;
+      // an emptied namespace passes to the role or ring holding its name now
+      const owner = count > 0 && cur?.value.owner_id ? cur.value.owner_id : await this.acl.ownerOf(namespace);
       if (count >= this.config.memoryNamespaceQuota) throw new AppError('MEMORY_QUOTA_EXCEEDED', `Namespace ${namespace} holds its limit of ${this.config.memoryNamespaceQuota} memories`, { namespace, limit: this.config.memoryNamespaceQuota });
       return {
         ops: [
           { op: 'put', key: memoryKeys.memory(rec.id), value: rec, expect: 0 },
-          { op: 'put', key: nsKey, value: { namespace, count: count + 1 }, expect: cur?.version ?? 0 },
+          { op: 'put', key: nsKey, value: { namespace, count: count + 1, ...(owner ? { owner_id: owner } : {}) }, expect: cur?.version ?? 0 },
           { op: 'index', index: memoryIndexes.namespaces, member: namespace },
           { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
@@ -356,7 +358,7 @@ export class Memories {
       return {
         ops: [
           { op: 'put', key: memoryKeys.memory(id), value: next, expect: cur.version },
-          { op: 'put', key: memoryKeys.namespace(next.namespace), value: { namespace: next.namespace, count: Math.max(0, (ns?.value.count ?? 1) - 1) }, expect: ns?.version ?? 0 },
+          { op: 'put', key: memoryKeys.namespace(next.namespace), value: { ...ns?.value, namespace: next.namespace, count: Math.max(0, (ns?.value.count ?? 1) - 1) }, expect: ns?.version ?? 0 },
           { op: 'index', index: memoryIndexes.unindexed, member: id },
           ...liveIndexes(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
           ...(audience ? [memoryEvent('memory.forgotten', next, audience)] : []),

@@ -7,6 +7,7 @@ import { iso, now } from '../clock.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
+import type { Org } from '../org/service.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { canonicalNamespace, type Grants, type Places } from './acl.js';
 import { forEachPage, loadAll, readAll } from '../store/scan.js';
@@ -21,6 +22,8 @@ export interface Share {
   grantee_type: 'role' | 'ring' | 'identity' | 'org';
   /** role or ring name (lower-cased), identity id, or peer org id */
   grantee: string;
+  /** a role or ring grantee's id when shared: a role made again under the name is not granted */
+  grantee_id?: string;
   expires_at: string | null;
   created_by: string;
   created_at: string;
@@ -34,7 +37,10 @@ export interface ShareBody {
 }
 
 export class Shares implements Grants {
-  constructor(private rt: Runtime) {}
+  constructor(
+    private rt: Runtime,
+    private org: Pick<Org, 'roleByName' | 'ringByName'>,
+  ) {}
 
   async create(p: Principal, b: ShareBody): Promise<Share> {
     if (b.expires_at !== undefined && Date.parse(b.expires_at) <= now()) throw new AppError('MEMORY_VALIDATION_FAILED', 'expires_at must be in the future', { field: 'expires_at', reason: 'past' });
@@ -47,6 +53,8 @@ export class Shares implements Grants {
       created_by: p.identity.id,
       created_at: iso(),
     };
+    const place = b.grantee_type === 'role' ? await this.org.roleByName(share.grantee) : b.grantee_type === 'ring' ? await this.org.ringByName(share.grantee) : undefined;
+    if (place) share.grantee_id = place.id;
     await this.rt.store.commit([{ op: 'put', key: memoryKeys.share(share.id), value: share, expect: 0 }, { op: 'index', index: memoryIndexes.shares, member: share.id }, ...shareIndexOps(share)]);
     return share;
   }
@@ -78,7 +86,8 @@ export class Shares implements Grants {
     const to = (type: Share['grantee_type'], grantee: string) => memoryIndexes.sharesTo(type, grantee);
     const indexes =
       p.peer !== undefined ? [to('org', p.peer)] : [to('identity', p.identity.id), ...[...places.roles].map((r) => to('role', r)), ...[...places.rings].map((r) => to('ring', r))];
-    return (await this.live(indexes)).map((s) => s.namespace);
+    const held = (s: Share) => s.grantee_id === undefined || (s.grantee_type !== 'role' && s.grantee_type !== 'ring') || places.ids.get(`${s.grantee_type}:${s.grantee}`) === s.grantee_id;
+    return (await this.live(indexes)).filter(held).map((s) => s.namespace);
   }
 
   /** The unexpired shares of some share indexes. */
