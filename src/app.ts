@@ -25,7 +25,8 @@ import { memoryJobKind } from './memory/job-kind.js';
 import { Jobs } from './memory/jobs.js';
 import { MemoryStats } from './memory/stats.js';
 import { Memories } from './memory/service.js';
-import { Shares } from './memory/shares.js';
+import { indexSharesOnce, Shares } from './memory/shares.js';
+import { memoryKeys, type NamespaceCount } from './memory/model.js';
 import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
 import { Idempotency } from './http/idempotency.js';
@@ -115,6 +116,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
+  void workspace.resumeDeletes().catch((err: unknown) => log.error({ err }, 'resuming workspace deletions failed'));
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
   // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
   const idempotency = new Idempotency(store, config.idempotencyTtlMs, config.idempotencyLeaseMs);
@@ -133,8 +135,11 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const limits = await RateLimits.open(config);
   const vectorIndex = await openVectorIndex(config);
   if (vectorIndex.info.note) log.warn({ vector_index: vectorIndex.info }, vectorIndex.info.note);
-  const shares = new Shares(runtime);
-  const acl = new Acl(org, shares);
+  await indexSharesOnce(store);
+  const shares = new Shares(runtime, org);
+  // a namespace's recorded owner counts while it holds memories; an emptied one passes to its name's holder
+  const namespaceOwner = (ns: string) => store.get<NamespaceCount>(memoryKeys.namespace(ns)).then((r) => (r && r.value.count > 0 ? r.value.owner_id : undefined));
+  const acl = new Acl(org, shares, namespaceOwner);
   const memories = new Memories(runtime, acl, openEmbedder(config.embedding), vectorIndex, config, log);
   await memories.open();
   health.report('vector_index', () => vectorIndex.info);

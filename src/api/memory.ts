@@ -3,7 +3,10 @@ import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import { EdgeFields, IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Time, UpdateBody } from '../memory/schemas.js';
 import { commaList, compile } from '../validation.js';
-import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
+import { After, decodeCursor, DEFAULT_LIMIT, encodeCursor, Limit, pageReply } from './paging.js';
+
+/** namespaces an admin's /memory/stats page shows by default: the most a page may hold */
+const STATS_PAGE = 100;
 import type { Services } from './services.js';
 
 const ListQuery = compile(Type.Object({ ...ListFilterFields, tags: Type.Optional(Name), after: After, limit: Limit }));
@@ -71,7 +74,17 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
   { method: 'put', path: '/memory/relate/:edge_id', auth: 'key', body: EdgeUpdateBody, invalid: 'MEMORY_VALIDATION_FAILED', handler: async (r) => ({ data: await s.graph.updateEdge(r.principal, r.params.edge_id, r.body) }) },
   { method: 'del', path: '/memory/relate/:edge_id', auth: 'key', handler: async (r) => ({ data: await s.graph.deleteEdge(r.principal, r.params.edge_id) }) },
   { method: 'get', path: '/memory/graph/:id', auth: 'key', query: GraphQuery, handler: async (r) => ({ data: await s.graph.expand(r.principal, r.params.id, r.query) }) },
-  { method: 'get', path: '/memory/stats', auth: 'key', handler: async (r) => ({ data: await s.memoryStats.stats(r.principal) }) },
+  {
+    method: 'get',
+    path: '/memory/stats',
+    auth: 'key',
+    query: PageQuery,
+    handler: async (r) => {
+      const st = await s.memoryStats.stats(r.principal, decodeCursor(r.query.after), r.query.limit ?? STATS_PAGE);
+      const cursor = st.cursor === null ? null : encodeCursor(st.cursor);
+      return { data: { ...st, cursor, has_more: cursor !== null }, meta: { cursor } };
+    },
+  },
   ...jobRoutes(s, 're-embed'),
   ...jobRoutes(s, 'export'),
   ...jobRoutes(s, 'import'),

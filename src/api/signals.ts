@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { commaList, compile } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody, SnoozeBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
@@ -58,7 +58,13 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     query: PageQuery,
     handler: async (r) => pageReply('receipts', await s.signals.receipts(r.principal, r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
-  { method: 'get', path: '/thread/:id', auth: 'key', handler: async (r) => ({ data: { signals: await s.signals.thread(r.principal, r.params.id) } }) },
+  {
+    method: 'get',
+    path: '/thread/:id',
+    auth: 'key',
+    query: ThreadQuery,
+    handler: async (r) => pageReply('signals', await s.signals.thread(r.principal, r.params.id, decodeCursor(r.query.after), r.query.limit ?? THREAD_PAGE)),
+  },
   {
     method: 'get',
     path: '/inbox/identity/:id',

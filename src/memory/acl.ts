@@ -55,25 +55,32 @@ export interface Places {
   /** lower-cased names */
   roles: Set<string>;
   rings: Set<string>;
+  /** `role:{name}` / `ring:{name}` → the id of the role or ring the principal holds under that name */
+  ids: Map<string, string>;
 }
 
 export class Acl {
   constructor(
     private org: Org,
     private grants?: Grants,
+    /** the owner id recorded on a namespace holding memories (`NamespaceCount.owner_id`) */
+    private owner?: (ns: string) => Promise<string | undefined>,
   ) {}
 
   async places(p: Principal): Promise<Places> {
-    if (p.peer !== undefined) return { roleIds: [], ringIds: [], roles: new Set(), rings: new Set() };
+    if (p.peer !== undefined) return { roleIds: [], ringIds: [], roles: new Set(), rings: new Set(), ids: new Map() };
     const { roles, rings } = await this.org.placesOf(p.identity.id);
     const [r, g] = await Promise.all([
       Promise.all(roles.map((id) => this.org.role(id).then((x) => x.name.toLowerCase(), () => undefined))),
       Promise.all(rings.map((id) => this.org.ring(id).then((x) => x.name.toLowerCase(), () => undefined))),
     ]);
-    return { roleIds: roles, ringIds: rings, roles: new Set(r.filter((x): x is string => !!x)), rings: new Set(g.filter((x): x is string => !!x)) };
+    const ids = new Map<string, string>();
+    r.forEach((name, i) => name && ids.set(`role:${name}`, roles[i]));
+    g.forEach((name, i) => name && ids.set(`ring:${name}`, rings[i]));
+    return { roleIds: roles, ringIds: rings, roles: new Set(r.filter((x): x is string => !!x)), rings: new Set(g.filter((x): x is string => !!x)), ids };
   }
 
-  /** Namespaces the principal owns a part of: it may write there. */
+  /** Namespaces the principal owns a part of by name: it may write there when the namespace's owner is its place (`ownsNow`). */
   owns(p: Principal, places: Places, ns: string): boolean {
     const n = parseNamespace(ns);
     if (!n || p.peer !== undefined) return false;
@@ -82,14 +89,32 @@ export class Acl {
     return (n.kind === 'role' ? places.roles : places.rings).has(n.name.toLowerCase());
   }
 
+  /**
+   * `owns`, and for a role or ring namespace holding memories, by the id that wrote them: a role deleted and
+   * made again under its old name is another role, and does not inherit the old one's memories.
+   */
+  async ownsNow(p: Principal, places: Places, ns: string): Promise<boolean> {
+    if (!this.owns(p, places, ns)) return false;
+    if (!places.ids.has(ns)) return true;
+    const owner = await this.owner?.(ns);
+    return owner === undefined || owner === places.ids.get(ns);
+  }
+
+  /** The id of the role or ring that holds a role:/ring: namespace's name now. */
+  async ownerOf(ns: string): Promise<string | undefined> {
+    const n = parseNamespace(ns);
+    if (!n || (n.kind !== 'role' && n.kind !== 'ring')) return undefined;
+    return (await (n.kind === 'role' ? this.org.roleByName(n.name) : this.org.ringByName(n.name)))?.id;
+  }
+
   async canRead(p: Principal, ns: string, places?: Places): Promise<boolean> {
     if (!inScopes(p.key.permissions.memory_scopes, ns)) return false;
     const pl = places ?? (await this.places(p));
-    return this.owns(p, pl, ns) || (await this.grants?.sharedWith(p, pl))?.includes(ns) === true;
+    return (await this.ownsNow(p, pl, ns)) || (await this.grants?.sharedWith(p, pl))?.includes(ns) === true;
   }
 
   async canWrite(p: Principal, ns: string): Promise<boolean> {
-    return inScopes(p.key.permissions.memory_scopes, ns) && this.owns(p, await this.places(p), ns);
+    return inScopes(p.key.permissions.memory_scopes, ns) && this.ownsNow(p, await this.places(p), ns);
   }
 
   /** The canonical namespace, or MEMORY_NAMESPACE_DENIED. */
@@ -122,7 +147,9 @@ export class Acl {
   /** Every namespace the principal may read, for reads across namespaces (recall). */
   async readable(p: Principal): Promise<string[]> {
     const pl = await this.places(p);
-    const own = p.peer !== undefined ? [] : ['org', `agent:${p.identity.id}`, ...[...pl.roles].map((r) => `role:${r}`), ...[...pl.rings].map((r) => `ring:${r}`)];
+    const places = [...[...pl.roles].map((r) => `role:${r}`), ...[...pl.rings].map((r) => `ring:${r}`)];
+    const held = await Promise.all(places.map((ns) => this.ownsNow(p, pl, ns)));
+    const own = p.peer !== undefined ? [] : ['org', `agent:${p.identity.id}`, ...places.filter((_, i) => held[i])];
     const shared = (await this.grants?.sharedWith(p, pl)) ?? [];
     return [...new Set([...own, ...shared])].filter((ns) => inScopes(p.key.permissions.memory_scopes, ns));
   }

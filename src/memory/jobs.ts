@@ -22,7 +22,7 @@ import { checkDepth, compile } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
 import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
 import { memoryIndexes, MEMORY_TYPES, type MemoryRecord } from './model.js';
-import type { ImportedMemory, Memories } from './service.js';
+import type { ImportedMemory, ImportPlan, Memories } from './service.js';
 
 const POLL_MS = 1000;
 const BATCH = 100;
@@ -37,7 +37,8 @@ const chunkKey = (jobId: string, step: number) => `memory-export:${jobId}:${step
 const Str = Type.String({ minLength: 1 });
 const ImportLine = compile(
   Type.Object({
-    id: Type.Optional(Type.String({ pattern: '^[0-9A-HJKMNP-TV-Z]{26}$' })),
+    /** ours (a ULID) is kept; any other system's is kept as metadata.source_id (Memories.importOne) */
+    id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
     namespace: Str,
     content: Str,
     memory_type: Type.Optional(Type.Union([...MEMORY_TYPES.map((t) => Type.Literal(t)), Type.Null()])),
@@ -239,7 +240,7 @@ export class Jobs {
     const end = Math.min(lines.length, start + BATCH);
     const counts = { imported: 0, skipped: 0, failed: 0 };
     const errors: Step['errors'] = [];
-    const recs: MemoryRecord[] = [];
+    const recs: ImportPlan[] = [];
     const lineOf: number[] = [];
     let processed = 0;
     for (let i = start; i < end; i++) {
@@ -272,7 +273,7 @@ export class Jobs {
       if (again.outcomes.some((o, k) => String(o) !== String(plan.outcomes[k]))) throw new Replan();
       return again.ops;
     };
-    return { done: false, cursor: String(end), processed, counts, errors, writes, stored: recs.filter((_, k) => plan.outcomes[k] === 'imported') };
+    return { done: false, cursor: String(end), processed, counts, errors, writes, stored: recs.filter((_, k) => plan.outcomes[k] === 'imported').map((x) => x.rec) };
   }
 }
 

@@ -39,6 +39,8 @@ export const memoryKeys = {
   namespace: (ns: string) => `memory-ns:${enc(ns)}`,
   edge: (id: string) => `memory-edge:${id}`,
   share: (id: string) => `memory-share:${id}`,
+  /** the memory an imported line with another system's id became */
+  importedId: (foreignId: string) => `memory-imported:${enc(foreignId)}`,
 };
 
 export const memoryIndexes = {
@@ -53,6 +55,10 @@ export const memoryIndexes = {
   edgesFrom: (memoryId: string) => `mem:edges:from:${memoryId}`,
   edgesTo: (memoryId: string) => `mem:edges:to:${memoryId}`,
   shares: 'mem:shares',
+  /** shares made to one grantee (type and id or lower-cased name) */
+  sharesTo: (type: string, grantee: string) => `mem:shares:to:${type}:${enc(grantee)}`,
+  /** shares of one namespace */
+  sharesOf: (ns: string) => `mem:shares:ns:${enc(ns)}`,
   /** live memories by the provider and model that made their vector (`none` without one): the re-embed backlog */
   byModel: (model: string | null) => `mem:model:${enc(model ?? 'none')}`,
   /** live memories with an expiry, by due time: the sweeper purges the due ones */
@@ -66,6 +72,8 @@ export const idOfExpiring = (member: string) => member.slice(16);
 export interface NamespaceCount {
   namespace: string;
   count: number;
+  /** a role:/ring: namespace's owner: the id of the role or ring that wrote its memories (names can be reused) */
+  owner_id?: string;
 }
 
 /** Index entries a live memory has; a forgotten one has none. */

@@ -73,6 +73,15 @@ export interface QueryBody {
 
 export type Scored = Memory & { score: number; vector_rank?: number | null; keyword_rank?: number | null };
 
+/** the ids this service mints (ULIDs); an imported id of any other form is another system's */
+const OUR_ID = /^[0-9A-HJKMNP-TV-Z]{26}$/;
+
+/** An import line made a record, with the alias record it claims when its id was another system's. */
+export interface ImportPlan {
+  rec: MemoryRecord;
+  alias?: string;
+}
+
 export class Memories {
   private sweeper: NodeJS.Timeout | undefined;
   private sweeperStopped = false;
@@ -178,22 +187,26 @@ export class Memories {
   }
 
   /** Commits a new memory with its indexes and the namespace count (the quota), and `memory.stored` when an audience is given, then indexes it. False when the id exists. */
-  private async insert(rec: MemoryRecord, audience?: EventAudience): Promise<boolean> {
+  /** `alias`: a unique record claimed in the same commit (an imported line's foreign id); taken, nothing is written. */
+  private async insert(rec: MemoryRecord, audience?: EventAudience, alias?: string): Promise<boolean> {
     const namespace = rec.namespace;
     const created = await this.rt.retry(async () => {
       const nsKey = memoryKeys.namespace(namespace);
-      const [cur, existing] = await Promise.all([this.db.get<NamespaceCount>(nsKey), this.db.get(memoryKeys.memory(rec.id))]);
-      if (existing) return { result: false };
+      const [cur, existing, aliased] = await Promise.all([this.db.get<NamespaceCount>(nsKey), this.db.get(memoryKeys.memory(rec.id)), alias ? this.db.get(alias) : undefined]);
+      if (existing || aliased) return { result: false };
       const count = cur?.value.count ?? 0;
+      // an emptied namespace passes to the role or ring holding its name now
+      const owner = count > 0 && cur?.value.owner_id ? cur.value.owner_id : await this.acl.ownerOf(namespace);
       if (count >= this.config.memoryNamespaceQuota) throw new AppError('MEMORY_QUOTA_EXCEEDED', `Namespace ${namespace} holds its limit of ${this.config.memoryNamespaceQuota} memories`, { namespace, limit: this.config.memoryNamespaceQuota });
       return {
         ops: [
           { op: 'put', key: memoryKeys.memory(rec.id), value: rec, expect: 0 },
-          { op: 'put', key: nsKey, value: { namespace, count: count + 1 }, expect: cur?.version ?? 0 },
+          { op: 'put', key: nsKey, value: { namespace, count: count + 1, ...(owner ? { owner_id: owner } : {}) }, expect: cur?.version ?? 0 },
           { op: 'index', index: memoryIndexes.namespaces, member: namespace },
           { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
           ...(audience ? [memoryEvent('memory.stored', rec, audience)] : []),
+          ...(alias ? [{ op: 'put', key: alias, value: { id: rec.id }, expect: 0 } as Op] : []),
         ],
         result: true,
       };
@@ -202,15 +215,22 @@ export class Memories {
     return created;
   }
 
-  /** One exported memory as the record an import stores (fields kept as exported, its vector made); 'skipped' when its id is stored. */
-  async importRecord(m: ImportedMemory, owner: string): Promise<MemoryRecord | 'skipped'> {
+  /**
+   * One exported memory as the record an import stores (fields kept as exported, its vector made), or 'skipped'
+   * when it is stored. An id that is not one of ours (another system's) gets a new id, is kept as
+   * `metadata.source_id`, and claims an alias record, so importing the same line again is skipped like one of ours.
+   */
+  async importRecord(m: ImportedMemory, owner: string): Promise<ImportPlan | 'skipped'> {
     const namespace = canonicalNamespace(m.namespace);
-    if (m.id && (await this.db.get(memoryKeys.memory(m.id)))) return 'skipped';
+    const foreign = m.id !== undefined && !OUR_ID.test(m.id) ? m.id : undefined;
+    const alias = foreign === undefined ? undefined : memoryKeys.importedId(foreign);
+    const seen = alias ?? (m.id === undefined ? undefined : memoryKeys.memory(m.id));
+    if (seen !== undefined && (await this.db.get(seen))) return 'skipped';
     const given = this.vectorOf(m.embedding);
     const vector = given ?? (await this.embedContent(m.content));
     const t = iso();
     const rec: MemoryRecord = {
-      id: m.id ?? newId(),
+      id: foreign === undefined ? (m.id ?? newId()) : newId(),
       content: m.content,
       memory_type: m.memory_type ?? null,
       owner: m.owner ?? owner,
@@ -220,7 +240,7 @@ export class Memories {
       tags: m.tags ?? [],
       confidence: m.confidence ?? null,
       source: m.source ?? null,
-      metadata: m.metadata ?? {},
+      metadata: foreign === undefined ? (m.metadata ?? {}) : { ...m.metadata, source_id: foreign },
       source_org: m.source_org ?? null,
       source_claw: m.source_claw ?? null,
       deleted_at: null,
@@ -231,37 +251,47 @@ export class Memories {
       embedding: vector ? toBase64(vector) : null,
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
-    return rec;
+    return { rec, alias };
   }
 
   /**
    * The writes that store imported records in one commit (a job's batch rides its fenced PROGRESS, so a worker
-   * whose lease moved on stores nothing): each record whose id is not stored, within its namespace's quota,
-   * with its indexes and the namespace's count. Answers each record's outcome in order.
+   * whose lease moved on stores nothing): each record whose id (or alias) is not stored, within its namespace's
+   * quota, with its indexes and the namespace's count and owner. Answers each record's outcome in order.
    */
-  async importOps(recs: MemoryRecord[]): Promise<{ ops: Op[]; outcomes: ('imported' | 'skipped' | AppError)[] }> {
+  async importOps(plans: ImportPlan[]): Promise<{ ops: Op[]; outcomes: ('imported' | 'skipped' | AppError)[] }> {
+    const recs = plans.map((x) => x.rec);
     const namespaces = [...new Set(recs.map((r) => r.namespace))];
-    const [counts, existing] = await Promise.all([this.db.getMany<NamespaceCount>(namespaces.map(memoryKeys.namespace)), this.db.getMany(recs.map((r) => memoryKeys.memory(r.id)))]);
+    const [counts, existing, aliased] = await Promise.all([
+      this.db.getMany<NamespaceCount>(namespaces.map(memoryKeys.namespace)),
+      this.db.getMany(recs.map((r) => memoryKeys.memory(r.id))),
+      this.db.getMany(plans.map((x) => x.alias ?? memoryKeys.memory(x.rec.id))),
+    ]);
     const held = new Map(namespaces.map((ns, i) => [ns, counts[i]?.value.count ?? 0]));
     const taken = new Set<string>();
     const ops: Op[] = [];
-    const outcomes = recs.map((rec, i) => {
-      if (existing[i] || taken.has(rec.id)) return 'skipped' as const;
+    const outcomes = plans.map(({ rec, alias }, i) => {
+      if (existing[i] || aliased[i] || taken.has(rec.id) || (alias && taken.has(alias))) return 'skipped' as const;
       const count = held.get(rec.namespace)!;
       if (count >= this.config.memoryNamespaceQuota) return new AppError('MEMORY_QUOTA_EXCEEDED', `Namespace ${rec.namespace} holds its limit of ${this.config.memoryNamespaceQuota} memories`, { namespace: rec.namespace, limit: this.config.memoryNamespaceQuota });
       taken.add(rec.id);
+      if (alias) taken.add(alias);
       held.set(rec.namespace, count + 1);
       ops.push(
         { op: 'put', key: memoryKeys.memory(rec.id), value: rec, expect: 0 },
         { op: 'index', index: memoryIndexes.unindexed, member: rec.id },
         ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
+        ...(alias ? [{ op: 'put', key: alias, value: { id: rec.id }, expect: 0 } as Op] : []),
       );
       return 'imported' as const;
     });
-    namespaces.forEach((ns, i) => {
-      if (held.get(ns) === (counts[i]?.value.count ?? 0)) return;
-      ops.push({ op: 'put', key: memoryKeys.namespace(ns), value: { namespace: ns, count: held.get(ns)! }, expect: counts[i]?.version ?? 0 }, { op: 'index', index: memoryIndexes.namespaces, member: ns });
-    });
+    for (const [i, ns] of namespaces.entries()) {
+      const cur = counts[i];
+      if (held.get(ns) === (cur?.value.count ?? 0)) continue;
+      // an emptied namespace passes to the role or ring holding its name now
+      const owner = cur && cur.value.count > 0 && cur.value.owner_id ? cur.value.owner_id : await this.acl.ownerOf(ns);
+      ops.push({ op: 'put', key: memoryKeys.namespace(ns), value: { namespace: ns, count: held.get(ns)!, ...(owner ? { owner_id: owner } : {}) }, expect: cur?.version ?? 0 }, { op: 'index', index: memoryIndexes.namespaces, member: ns });
+    }
     return { ops, outcomes };
   }
 
@@ -380,7 +410,7 @@ export class Memories {
       return {
         ops: [
           { op: 'put', key: memoryKeys.memory(id), value: next, expect: cur.version },
-          { op: 'put', key: memoryKeys.namespace(next.namespace), value: { namespace: next.namespace, count: Math.max(0, (ns?.value.count ?? 1) - 1) }, expect: ns?.version ?? 0 },
+          { op: 'put', key: memoryKeys.namespace(next.namespace), value: { ...ns?.value, namespace: next.namespace, count: Math.max(0, (ns?.value.count ?? 1) - 1) }, expect: ns?.version ?? 0 },
           { op: 'index', index: memoryIndexes.unindexed, member: id },
           ...liveIndexes(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
           ...(audience ? [memoryEvent('memory.forgotten', next, audience)] : []),
@@ -503,23 +533,31 @@ export class Memories {
   }
 
   /**
-   * Live memories per namespace: the stored count less the memories whose `expires_at` has passed but the
-   * sweeper has not purged yet (the due part of the expiry index, normally a sweep's worth), so counts hide
-   * an expired memory from `expires_at` on like every other read.
+   * Live memories of some namespaces: their stored counts less the memories whose `expires_at` has passed
+   * but the sweeper has not purged yet (the due part of the expiry index, normally a sweep's worth), so
+   * counts hide an expired memory from `expires_at` on like every other read.
    */
-  async namespaceCounts(): Promise<NamespaceCount[]> {
-    const t = now();
-    const [names, due] = await Promise.all([
-      this.db.range(memoryIndexes.namespaces, { limit: 100_000 }),
-      this.db.range(memoryIndexes.expiring, { lt: expiringMember(t, '\uffff'), limit: 100_000 }),
-    ]);
-    const [rows, expired] = await Promise.all([this.db.getMany<NamespaceCount>(names.map(memoryKeys.namespace)), this.records(due.map(idOfExpiring))]);
-    const hidden = new Map<string, number>();
-    for (const r of expired) if (r && r.deleted_at === null && r.expires_at !== null && Date.parse(r.expires_at) <= t) hidden.set(r.namespace, (hidden.get(r.namespace) ?? 0) + 1);
+  async namespaceCounts(names: string[]): Promise<NamespaceCount[]> {
+    const [rows, hidden] = await Promise.all([this.db.getMany<NamespaceCount>(names.map(memoryKeys.namespace)), this.expiredUnpurged()]);
     return rows.map((r, i) => {
       const c = r?.value ?? { namespace: names[i], count: 0 };
       return { namespace: c.namespace, count: Math.max(0, c.count - (hidden.get(c.namespace) ?? 0)) };
     });
+  }
+
+  /** Every live memory: the live index's count less the expired ones not purged yet. */
+  async liveTotal(): Promise<number> {
+    const [all, hidden] = await Promise.all([this.db.count(memoryIndexes.all), this.expiredUnpurged()]);
+    return Math.max(0, all - [...hidden.values()].reduce((s, n) => s + n, 0));
+  }
+
+  /** Expired memories the sweeper has not purged yet, per namespace. */
+  private async expiredUnpurged(): Promise<Map<string, number>> {
+    const t = now();
+    const due = await this.db.range(memoryIndexes.expiring, { lt: expiringMember(t, '\uffff'), limit: 100_000 });
+    const hidden = new Map<string, number>();
+    for (const r of await this.records(due.map(idOfExpiring))) if (r && r.deleted_at === null && r.expires_at !== null && Date.parse(r.expires_at) <= t) hidden.set(r.namespace, (hidden.get(r.namespace) ?? 0) + 1);
+    return hidden;
   }
 }
 

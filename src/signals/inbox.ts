@@ -12,7 +12,7 @@ import { keys as identityKeys, type Identity, type Principal } from '../identity
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
+import { scanDesc, scanLimits, type Scanned } from '../store/scan.js';
 import { idOfInboxMember, isOpenTask, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
@@ -106,13 +106,15 @@ export class Inbox {
    * callers start on different ones), as its inbox shows them; reading marks nothing delivered. A few index
    * members are read per step and a signal is loaded only when the walk reaches it, so finding the first
    * costs a handful of reads however many tasks are open. `skip` passes over tasks without reading them.
+   * `taskTypes` reads only those types' indexes, so types that match nothing cost no walk; at most
+   * `scanCap` members are examined per call.
    */
-  async *openTasks(p: Principal, skip: (signalId: string) => boolean): AsyncGenerator<ActorRecord<SignalContext>> {
+  async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[]): AsyncGenerator<ActorRecord<SignalContext>> {
     const reach = await this.reachOf(p.identity.id);
     const visible = visibleTo(p.identity, reach);
-    const indexes = reach.indexes.map(signalIndexes.openTasks);
+    const indexes = taskTypes ? reach.indexes.flatMap((i) => taskTypes.map((t) => signalIndexes.openTasksOfType(i, t))) : reach.indexes.map(signalIndexes.openTasks);
     let before: string | undefined;
-    for (;;) {
+    for (let examined = 0; examined < scanLimits.scanCap; examined += OPEN_TASK_STEP) {
       const lists = await Promise.all(indexes.map((index) => this.rt.store.range(index, { lt: before, reverse: true, limit: OPEN_TASK_STEP })));
       const members = [...new Set(lists.flat())].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)).slice(0, OPEN_TASK_STEP);
       if (!members.length) return;

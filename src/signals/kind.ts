@@ -26,7 +26,15 @@ export const signalIndexes = {
   thread: (rootId: string) => `thread:${rootId}`,
   /** an inbox's task signals still open for a claim (pending or delivered): what workflow.next takes from */
   openTasks: (inbox: string) => `${inbox}:open-tasks`,
+  /** the same, of one payload.task_type: workflow.next with task_types reads only these */
+  openTasksOfType: (inbox: string, taskType: string) => `${inbox}:open-tasks:type:${taskType}`,
 };
+
+/** The open-task indexes a signal belongs to: its inboxes', and per inbox its task type's when it has one. */
+export function openTaskIndexes(c: SignalContext): string[] {
+  const type = c.payload?.task_type;
+  return inboxesOf(c).flatMap((i) => (typeof type === 'string' ? [signalIndexes.openTasks(i), signalIndexes.openTasksOfType(i, type)] : [signalIndexes.openTasks(i)]));
+}
 
 /** A task anyone reached may still claim: the open-task indexes hold exactly these. */
 export const isOpenTask = (value: string, c: Pick<SignalContext, 'signal_type' | 'task_status'>) =>
@@ -57,7 +65,7 @@ export const signalKind: ActorKind<SignalContext> = {
     [signalIndexes.byType(r.context.signal_type), r.context.id],
     [signalIndexes.thread(r.context.thread_id), threadMember(r.context)],
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
-    ...(isOpenTask(r.value, r.context) ? inboxesOf(r.context).map((i): [string, string] => [signalIndexes.openTasks(i), inboxMember(r.context)]) : []),
+    ...(isOpenTask(r.value, r.context) ? openTaskIndexes(r.context).map((i): [string, string] => [i, inboxMember(r.context)]) : []),
   ],
   timers: (r) => signalTimers(r.value, r.context),
   uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),

@@ -1,15 +1,16 @@
 /**
- * The open-task indexes (`signalIndexes.openTasks`) are derived from each signal's state on every commit. A
- * data dir from before them holds open tasks in none: they are indexed once at startup, each in a commit
- * checked against the record's version, so a task claimed meanwhile is never listed as open.
+ * The open-task indexes (`signalIndexes.openTasks`, and per task type `openTasksOfType`) are derived from
+ * each signal's state on every commit. A data dir from before them (or from before the per-type ones) holds
+ * open tasks in none: they are indexed once at startup, each in a commit checked against the record's
+ * version, so a task claimed meanwhile is never listed as open.
  */
 import { actorKey, type ActorRecord } from '../runtime/runtime.js';
 import type { Store } from '../store/port.js';
 import { forEachPage } from '../store/scan.js';
 import type { SignalContext } from '../../actors/signal.js';
-import { inboxesOf, inboxMember, isOpenTask, SIGNAL, signalIndexes } from './kind.js';
+import { inboxMember, isOpenTask, openTaskIndexes, SIGNAL, signalIndexes } from './kind.js';
 
-const DONE = 'migration:open-tasks-v1';
+const DONE = 'migration:open-tasks-v2';
 const TRIES = 3;
 
 export async function indexOpenTasksOnce(store: Store): Promise<number> {
@@ -28,7 +29,7 @@ async function indexOne(store: Store, id: string): Promise<boolean> {
   for (let i = 0; i < TRIES; i++) {
     const rec = await store.get<ActorRecord<SignalContext>>(key);
     if (!rec || !isOpenTask(rec.value.value, rec.value.context)) return false;
-    const ops = inboxesOf(rec.value.context).map((inbox) => ({ op: 'index' as const, index: signalIndexes.openTasks(inbox), member: inboxMember(rec.value.context) }));
+    const ops = openTaskIndexes(rec.value.context).map((index) => ({ op: 'index' as const, index, member: inboxMember(rec.value.context) }));
     if ((await store.commit([{ op: 'check', key, expect: rec.version }, ...ops])).ok) return true;
   }
   return false;

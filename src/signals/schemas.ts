@@ -40,6 +40,11 @@ export const ClaimToken = Type.Optional(Type.Integer({ minimum: 1 }));
 export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })), claim_token: ClaimToken }));
 export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])), claim_token: ClaimToken }));
 export const ReceiptBody = compile(Type.Object(SignalRef));
+/** A thread is paged in thread order; the default page is the largest, so most threads come whole in one. */
+export const THREAD_PAGE = 100;
+const ThreadPaging = { after: Type.Optional(Type.String({ minLength: 1 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: THREAD_PAGE })) };
+export const ThreadQuery = compile(Type.Object(ThreadPaging));
+export const ThreadBody = compile(Type.Object({ ...SignalRef, ...ThreadPaging }));
 export const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
 
 const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));

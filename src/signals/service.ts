@@ -393,12 +393,18 @@ export class Signals {
     );
   }
 
-  async thread(p: Principal, id: string): Promise<Signal[]> {
+  /**
+   * One page of a thread in thread order, `limit` members examined after the cursor: a thread grows without
+   * bound, so it is never read whole. Signals outside the key's scopes are left out of the page.
+   */
+  async thread(p: Principal, id: string, after: string | undefined, limit: number): Promise<Scanned<Signal>> {
     const r = await this.load(id);
     assertInScope(p.key, r.context);
-    const members = await readAll(this.rt.store, signalIndexes.thread(r.context.thread_id));
-    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, members.map(idOfThreadMember));
-    return recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
+    const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { gt: after, limit: limit + 1 });
+    const shown = members.slice(0, limit);
+    const recs = await this.rt.loadMany<SignalContext>(SIGNAL, shown.map(idOfThreadMember));
+    const items = recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
+    return { items, cursor: members.length > limit ? shown[shown.length - 1] : null };
   }
 
   async list(p: Principal, f: ListFilter, before: string | undefined, limit: number): Promise<Scanned<Signal>> {

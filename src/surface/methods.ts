@@ -8,7 +8,7 @@ import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
 import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
 import type { StoreBody as StoreFields } from '../memory/service.js';
-import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, ReceiptBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
 import { ListSchema, Paths, RenewSchema, ReserveSchema } from '../reservations/schemas.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
@@ -82,7 +82,9 @@ export function methodTable(s: SurfaceServices): MethodTable {
     ),
     'tasks.claim': method(ClaimBody, 'Claim a task under a lease; answers the Signal.', (p, q) => s.signals.claim(p, q.signal_id, q.lease_ms, q.claim_token)),
     'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (or release it with outcome "failed").', (p, q) => s.signals.ack(p, q.signal_id, q.outcome, q.claim_token)),
-    'thread.get': method(ReceiptBody, 'Every signal of the thread the signal is in: {signals}.', async (p, q) => ({ signals: await s.signals.thread(p, q.signal_id) })),
+    'thread.get': method(ThreadBody, 'The signals of the thread the signal is in, in thread order: {signals, cursor, has_more}.', async (p, q) =>
+      page('signals', await s.signals.thread(p, q.signal_id, decodeCursor(q.after), q.limit ?? THREAD_PAGE)),
+    ),
     'identity.whoami': method(NoParams, 'The caller: identity, key (without secret), membership, roles and rings.', (p) => w.whoami(p)),
     'roles.list': method(NoParams, 'Every role.', () => s.org.listRoles()),
     'rings.list': method(NoParams, 'Every ring.', () => s.org.listRings()),

@@ -18,6 +18,13 @@ import type { Reservations } from '../reservations/service.js';
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
 
+/** The task types workflow.next reads: those asked for, narrowed to the key's task_types; undefined reads every open task. */
+function takeableTypes(asked: string[] | undefined, keyTypes: string[]): string[] | undefined {
+  const wanted = asked?.length ? asked : undefined;
+  if (!keyTypes.length) return wanted;
+  return wanted ? wanted.filter((t) => keyTypes.includes(t)) : keyTypes;
+}
+
 /** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
 const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
 
@@ -152,9 +159,10 @@ export class Workflow {
    * instance may still win a race, which moves this one on.
    */
   private async claimNext(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
-    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id))) {
+    const types = takeableTypes(q.task_types, p.key.permissions.task_types);
+    if (types?.length === 0) return { signal: null };
+    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id), types)) {
       const id = task.context.id;
-      if (q.task_types?.length && !q.task_types.includes(task.context.payload?.task_type as string)) continue;
       // the walk's skip ran before this task was loaded; another call may have begun claiming it since
       if (this.claiming.has(id)) continue;
       this.claiming.add(id);

@@ -2,7 +2,9 @@
  * In-process index: usearch HNSW for vectors, minisearch (BM25+) for keywords, both in memory and rebuilt
  * from the store at startup. A filtered search first narrows to the documents of the filter's namespaces:
  * up to EXACT_MAX matching documents it is an exact scan, above that an HNSW search whose candidate count
- * grows until `k` matching hits are found or the whole index was asked.
+ * grows until `k` matching hits are found or the whole index was asked. Keywords are indexed per namespace
+ * (one minisearch each), so a keyword search reads only the filter's namespaces, whatever the rest holds;
+ * BM25 weighs a term by its rarity within the namespace searched.
  */
 import MiniSearch from 'minisearch';
 import usearch from 'usearch';
@@ -19,7 +21,8 @@ interface Entry {
 export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exactMax?: number } = {}): VectorIndex {
   const exactMax = opts.exactMax ?? EXACT_MAX;
   const hnsw = new usearch.Index({ dimensions: dim, metric: usearch.MetricKind.Cos, connectivity: 16, expansion_add: 64, expansion_search: 128 } as never);
-  const mini = new MiniSearch<{ id: string; content: string }>({ fields: ['content'], tokenize: (t) => words(t), processTerm: (t) => t.toLowerCase() });
+  const minis = new Map<string, MiniSearch<{ id: string; content: string }>>();
+  const miniOf = (ns: string) => minis.get(ns) ?? minis.set(ns, new MiniSearch({ fields: ['content'], tokenize: (t) => words(t), processTerm: (t) => t.toLowerCase() })).get(ns)!;
   const entries = new Map<string, Entry>();
   const byKey = new Map<bigint, string>();
   const byNs = new Map<string, Set<string>>();
@@ -32,8 +35,13 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
     // The HNSW entry stays as a tombstone (its key no longer maps to a document, so searches skip it):
     // usearch 2.25 hangs when the index grows after a removal. Tombstones go at the next startup rebuild.
     byKey.delete(e.key);
-    mini.discard(id);
-    byNs.get(e.doc.namespace)?.delete(id);
+    const ns = byNs.get(e.doc.namespace);
+    ns?.delete(id);
+    // an emptied namespace lets go of its keyword index (discarded documents linger in one until vacuumed)
+    if (ns?.size === 0) {
+      byNs.delete(e.doc.namespace);
+      minis.delete(e.doc.namespace);
+    } else minis.get(e.doc.namespace)?.discard(id);
   }
 
   /** The filter's documents with a vector while there are at most `max`; undefined past that (search the HNSW index). */
@@ -63,7 +71,7 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
         let ns = byNs.get(doc.namespace);
         if (!ns) byNs.set(doc.namespace, (ns = new Set()));
         ns.add(doc.id);
-        mini.add({ id: doc.id, content: doc.content });
+        miniOf(doc.namespace).add({ id: doc.id, content: doc.content });
         if (doc.vector) {
           keys.push(key);
           vecs.push(doc.vector);
@@ -101,8 +109,11 @@ export function openEmbeddedVectorIndex(dim: number, note?: string, opts: { exac
     },
     async keyword(text, f, k) {
       if (!words(text).length) return [];
-      const found = mini.search(text, { combineWith: 'OR', filter: (r) => matches(entries.get(r.id as string)!.doc, f) });
-      return found.slice(0, k).map((r) => ({ id: r.id as string, score: r.score }));
+      const found = [...new Set(f.namespaces)].flatMap((ns) => minis.get(ns)?.search(text, { combineWith: 'OR', filter: (r) => matches(entries.get(r.id as string)!.doc, f) }) ?? []);
+      return found
+        .sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : 1))
+        .slice(0, k)
+        .map((r) => ({ id: r.id as string, score: r.score }));
     },
     async size() {
       return entries.size;

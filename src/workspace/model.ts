@@ -42,4 +42,6 @@ export const workspaceKeys = {
 export const workspaceIndexes = {
   children: (parentId: string | null) => `ws:children:${parentId ?? ROOT}`,
   revisions: (itemId: string) => `ws:revs:${itemId}`,
+  /** deleted folders whose children are still being deleted (a crash leaves them here to finish) */
+  deleting: 'ws:deleting',
 };

@@ -12,14 +12,12 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
+import { readAll, scanDesc, scanLimits, type Scanned } from '../store/scan.js';
 import { committedEffect, effectOps } from '../store/idempotency.js';
 import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from './access.js';
 import { workspaceIndexes as ix, workspaceKeys as keys, type ItemKind, type Revision, type WorkspaceItem } from './model.js';
-
-const ALL = 10_000;
 
 export interface FileFields {
   name: string;
@@ -168,30 +166,59 @@ export class Workspace {
     return pins;
   }
 
-  /** Soft delete of the item and everything below it: records stay (with deleted_at), names are freed. */
+  /**
+   * Soft delete of the item and everything below it: records stay (with deleted_at), names are freed. The
+   * item goes first, in its own commit, which also records a folder in the `deleting` index; then each
+   * folder's children go a page per commit (folders among them recorded in turn), and a folder leaves the
+   * index once it has no child left. A create or move into a folder already deleted is refused by its
+   * version check, one into a folder not reached yet lands in its index before that folder is read, so the
+   * walk misses nothing; a crash mid-way is finished at the next startup (`resumeDeletes`).
+   */
   async remove(p: Principal, id: string): Promise<{ id: string; deleted: number }> {
     requireMember(p);
-    return this.rt.retry(async () => {
-      const root = await this.loadItem(id);
-      const t = iso();
-      const ops: Op[] = [];
-      const queue: Versioned<WorkspaceItem>[] = [root];
-      let deleted = 0;
-      while (queue.length) {
-        const r = queue.shift()!;
-        const it = r.value;
-        ops.push(
-          { op: 'put', key: keys.item(it.id), value: { ...it, deleted_at: t, updated_at: t }, expect: r.version },
-          { op: 'del', key: keys.name(it.parent_id, it.name) },
-          { op: 'index', index: ix.children(it.parent_id), member: it.id, remove: true },
-        );
-        deleted++;
-        if (it.kind !== 'folder') continue;
-        const kids = await this.store.range(ix.children(it.id), { limit: ALL });
-        for (const k of await this.store.getMany<WorkspaceItem>(kids.map(keys.item))) if (k && !k.value.deleted_at) queue.push(k);
-      }
-      return { result: { id, deleted }, ops };
+    const root = await this.rt.retry(async () => {
+      const r = await this.loadItem(id);
+      return { result: r.value, ops: this.deleteOps(r, iso()) };
     });
+    const deleted = 1 + (root.kind === 'folder' ? await this.purge([root.id]) : 0);
+    return { id, deleted };
+  }
+
+  private deleteOps(r: Versioned<WorkspaceItem>, t: string): Op[] {
+    const it = r.value;
+    return [
+      { op: 'put', key: keys.item(it.id), value: { ...it, deleted_at: t, updated_at: t }, expect: r.version },
+      { op: 'del', key: keys.name(it.parent_id, it.name) },
+      { op: 'index', index: ix.children(it.parent_id), member: it.id, remove: true },
+      ...(it.kind === 'folder' ? [{ op: 'index', index: ix.deleting, member: it.id } as Op] : []),
+    ];
+  }
+
+  /** Deletes every item below these deleted folders, a page of children per commit; answers how many. */
+  private async purge(folders: string[]): Promise<number> {
+    let deleted = 0;
+    for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
+      for (;;) {
+        const kids = await this.store.range(ix.children(folder), { limit: scanLimits.pageSize });
+        if (!kids.length) break;
+        const t = iso();
+        const recs = await this.store.getMany<WorkspaceItem>(kids.map(keys.item));
+        const live = recs.filter((r): r is Versioned<WorkspaceItem> => r !== undefined && !r.value.deleted_at);
+        const gone = kids.filter((_, i) => !recs[i] || recs[i]!.value.deleted_at);
+        const ops = [...live.flatMap((r) => this.deleteOps(r, t)), ...gone.map((k): Op => ({ op: 'index', index: ix.children(folder!), member: k, remove: true }))];
+        // a child changed meanwhile fails the page: it is read again
+        if (!(await this.store.commit(ops)).ok) continue;
+        deleted += live.length;
+        folders.push(...live.filter((r) => r.value.kind === 'folder').map((r) => r.value.id));
+      }
+      await this.store.commit([{ op: 'index', index: ix.deleting, member: folder, remove: true }]);
+    }
+    return deleted;
+  }
+
+  /** Startup: finishes the deletions a stopped process left part done. */
+  async resumeDeletes(): Promise<number> {
+    return this.purge(await readAll(this.store, ix.deleting));
   }
 
   async upload(p: Principal, f: FileFields, content: Readable, contentType: string): Promise<WorkspaceItem> {

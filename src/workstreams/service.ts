@@ -14,6 +14,7 @@ import type { Runtime } from '../runtime/runtime.js';
 import { outOfScope } from '../signals/policy.js';
 import type { Signals } from '../signals/service.js';
 import { signalView } from '../signals/kind.js';
+import { THREAD_PAGE } from '../signals/schemas.js';
 import type { Store, Versioned } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import type { Artifacts } from '../artifacts/service.js';
@@ -50,7 +51,9 @@ export class Workstreams {
     this.register('signal', async (p, id) => {
       const r = await signals.load(id).catch(notFoundAsUndefined);
       if (!r || outOfScope(p.key, r.context)) return undefined;
-      return { signal: signalView(r), thread: await signals.thread(p, id) };
+      // the first page of the thread; GET /thread/:id pages on when thread_has_more
+      const thread = await signals.thread(p, id, undefined, THREAD_PAGE);
+      return { signal: signalView(r), thread: thread.items, thread_has_more: thread.cursor !== null };
     });
     this.register('workspace_item', (p, id) => workspace.summary(p, id).catch(notFoundAsUndefined));
     this.register('artifact', async (p, id) => {

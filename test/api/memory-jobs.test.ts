@@ -99,6 +99,26 @@ describe.each(BACKENDS)('memory jobs on %s', (backend) => {
     expect(stats.jobs).toEqual({ running: 0, completed: 2, failed: 0 });
   });
 
+  it("lines with another system's ids (not ULIDs) are imported once each, the id kept as metadata.source_id", async () => {
+    const svc = await servers.start();
+    const root = await bootstrap(svc.url);
+    const ndjson = [
+      { id: 'mem-42', namespace: 'org', content: 'from another system', metadata: { kind: 'note' } },
+      { id: '7f3c2a9e-1b2d-4c5e-8f90-123456789abc', namespace: 'org', content: 'a uuid id' },
+      { id: '', namespace: 'org', content: 'an empty id is no id' },
+    ].map((l) => JSON.stringify(l)).join('\n');
+    const first = await finished(root.client, 'import', expectOk(await root.client.post('/memory/admin/import', { ndjson }), 202).id);
+    expect(first.counts).toEqual({ imported: 2, skipped: 0, failed: 1 });
+    expect(first.errors.map((e: any) => e.line)).toEqual([3]);
+    const listed = await listAll(root.client, 'org');
+    expect(listed.map((m: any) => m.metadata.source_id).sort()).toEqual(['7f3c2a9e-1b2d-4c5e-8f90-123456789abc', 'mem-42']);
+    expect(listed.find((m: any) => m.metadata.source_id === 'mem-42')).toMatchObject({ content: 'from another system', metadata: { kind: 'note' } });
+    expect(listed.every((m: any) => /^[0-9A-HJKMNP-TV-Z]{26}$/.test(m.id))).toBe(true);
+    const again = await finished(root.client, 'import', expectOk(await root.client.post('/memory/admin/import', { ndjson }), 202).id);
+    expect(again.counts).toEqual({ imported: 0, skipped: 2, failed: 1 });
+    expect(await listAll(root.client, 'org')).toHaveLength(2);
+  });
+
   it('export writes its NDJSON into the blob store as a private artifact; import reads one by artifact_id', async () => {
     const a = await servers.start();
     const rootA = await bootstrap(a.url);

@@ -99,4 +99,27 @@ describe.each(BACKENDS)('memory shares on %s', (backend) => {
     expectError(await root.client.post('/memory/admin/share', { namespace: 'nowhere', grantee_type: 'identity', grantee: 'x' }), 400, 'MEMORY_VALIDATION_FAILED', 'namespace');
     expectError(await root.client.post('/memory/admin/share', { namespace: 'org', grantee_type: 'identity', grantee: 'x', expires_at: '2001-01-01T00:00:00Z' }), 400, 'MEMORY_VALIDATION_FAILED', 'expires_at');
   });
+
+  it("a role deleted and made again under its old name does not hand the old role's memories or shares to its new fillers", async () => {
+    const [amy, ben] = await Promise.all([join(root.client, 'amy'), join(root.client, 'ben')]);
+    const old = expectOk(await root.client.post('/roles', { name: 'Ops' }), 201);
+    expectOk(await root.client.post('/fills', { identity_id: amy.id, role_id: old.id }), 201);
+    const mem = expectOk(await amy.client.post('/memory/store', { namespace: 'role:ops', content: 'the old ops runbook', entity: 'runbook' }), 201);
+    const shared = expectOk(await amy.client.post('/memory/store', { namespace: `agent:${amy.id}`, content: 'amy shared this with ops' }), 201);
+    expectOk(await root.client.post('/memory/admin/share', { namespace: `agent:${amy.id}`, grantee_type: 'role', grantee: 'ops' }), 201);
+    expectOk(await root.client.del(`/roles/${old.id}`));
+
+    const again = expectOk(await root.client.post('/roles', { name: 'ops' }), 201);
+    expectOk(await root.client.post('/fills', { identity_id: ben.id, role_id: again.id }), 201);
+    expectError(await ben.client.get('/memory/list?namespace=role:ops'), 403, 'MEMORY_NAMESPACE_DENIED');
+    expectError(await ben.client.get(`/memory/${mem.id}`), 404, 'MEMORY_NOT_FOUND');
+    expectError(await ben.client.get(`/memory/${shared.id}`), 404, 'MEMORY_NOT_FOUND');
+    expectError(await ben.client.post('/memory/store', { namespace: 'role:ops', content: 'mine now?' }), 403, 'MEMORY_NAMESPACE_DENIED');
+    expect(expectOk(await ben.client.get('/memory/recall/runbook')).memories).toEqual([]);
+    expect(expectOk(await ben.client.get('/memory/stats')).namespaces.map((n: any) => n.namespace)).not.toContain('role:ops');
+
+    // the old role's memories belong to the old role: filling the new one does not reach them either
+    expectOk(await root.client.post('/fills', { identity_id: amy.id, role_id: again.id }), 201);
+    expectError(await amy.client.post('/memory/forget', { id: mem.id }), 404, 'MEMORY_NOT_FOUND');
+  });
 });

@@ -9,7 +9,7 @@ import { unrestricted } from '../../src/auth/standing.js';
 import type { Op } from '../../src/store/port.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
-import { emitOk, expectError, findSignal, ULID, waitFor } from './support.js';
+import { emitOk, expectError, expectOk, findSignal, ULID, waitFor } from './support.js';
 
 describe.each(CORE_BACKENDS)('walking skeleton on %s', (backend) => {
   /** Each describe's server is on a fresh data dir / Redis prefix of this backend. */
@@ -288,6 +288,13 @@ describe.each(CORE_BACKENDS)('walking skeleton on %s', (backend) => {
         expect((await alice.client.post('/ack', { signal_id: task.id })).status).toBe(200);
         expectError(await alice.client.post('/claim', { signal_id: task.id }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
         expectError(await bob.client.post('/claim', { signal_id: task.id }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+      });
+
+      it('a task its recipient has read (delivered) is still open for a claim (docs/decisions.md, 24.9)', async () => {
+        const task = await emitOk(root, { signal_type: 'task', content: 'read first', to_identity: alice.id });
+        const seen = expectOk(await alice.client.get(`/inbox/identity/${alice.id}?limit=100`)).signals.find((s: any) => s.id === task.id);
+        expect(seen).toMatchObject({ delivery_state: 'delivered', task_status: 'open' });
+        expect(expectOk(await alice.client.post('/claim', { signal_id: task.id }))).toMatchObject({ delivery_state: 'leased', claimed_by: alice.id, task_status: 'open' });
       });
 
       it('ack by the claimer completes the task; others and repeats are refused', async () => {

@@ -276,7 +276,7 @@ for (const backend of BACKENDS) {
       const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
       // as an older build left it: the task in no open-task index, no migration mark
       const member = String(Math.round(old.urgency * 1000)).padStart(4, '0') + old.id;
-      expect((await svc.store.commit([{ op: 'index', index: `inbox:identity:${carol.id}:open-tasks`, member, remove: true }, { op: 'del', key: 'migration:open-tasks-v1' }])).ok).toBe(true);
+      expect((await svc.store.commit([{ op: 'index', index: `inbox:identity:${carol.id}:open-tasks`, member, remove: true }, { op: 'del', key: 'migration:open-tasks-v2' }])).ok).toBe(true);
       const again = await startServer(svc.env);
       try {
         const got = await ok(new Client(again.url, carol.key), 'workflow.next', {});

@@ -148,3 +148,18 @@ describe.each(ADAPTERS.filter((a) => a.hnsw))('HNSW recall: $name', (a) => {
     expect(found / (queries * 10)).toBeGreaterThanOrEqual(0.95);
   }, 120_000);
 });
+
+describe.each(ADAPTERS.filter((a) => a.name.startsWith('embedded')))('keyword search bounded to its namespaces: $name', (a) => {
+  it('20,000 documents in another namespace, sharing the query terms, leave a namespace\'s hits and scores unchanged', async () => {
+    const idx = await a.open(4);
+    await idx.upsert([doc('s1', null, { content: 'deploy pipeline notes', namespace: 'ring:small' }), doc('s2', null, { content: 'lunch menu', namespace: 'ring:small' })]);
+    const before = await idx.keyword('deploy pipeline', { namespaces: ['ring:small'] }, 10);
+    expect(before.map((h) => h.id)).toEqual(['s1']);
+    // the whole corpus searched (and filtered after) weighs terms by their rarity across every namespace
+    for (let i = 0; i < 20_000; i += 1000)
+      await idx.upsert(Array.from({ length: 1000 }, (_, j) => doc(`big${i + j}`, null, { content: `deploy pipeline run ${i + j}`, namespace: 'ring:big' })));
+    const after = await idx.keyword('deploy pipeline', { namespaces: ['ring:small'] }, 10);
+    expect(after).toEqual(before);
+    expect((await idx.keyword('deploy pipeline', { namespaces: ['ring:big'] }, 5)).every((h) => h.id.startsWith('big'))).toBe(true);
+  }, 60_000);
+});
