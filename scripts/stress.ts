@@ -53,10 +53,10 @@ function startHog(): ChildProcess {
 function runOnce(files: string[]): Promise<{ code: number; failed: string[] }> {
   return new Promise((resolve) => {
     const failed = new Set<string>();
-    vitest = spawn(process.execPath, [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', ...files], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FORCE_COLOR: '0' } });
+    vitest = spawn(process.execPath, [join(ROOT, 'node_modules/vitest/vitest.mjs'), 'run', ...files], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NO_COLOR: '1' } });
     vitest.stdout!.on('data', (d: Buffer) => {
       process.stdout.write(d);
-      for (const m of d.toString('utf8').matchAll(/FAIL\s+(test\/\S+\.test\.ts)/g)) failed.add(m[1]);
+      for (const m of d.toString('utf8').replace(/\x1b\[[0-9;]*m/g, '').matchAll(/FAIL\s+(test\/\S+\.test\.ts)/g)) failed.add(m[1]);
     });
     vitest.on('exit', (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), failed: [...failed] }));
   });
