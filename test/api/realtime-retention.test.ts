@@ -36,12 +36,16 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
 
   it('a cursor inside the window resumes; one before it is refused on every path', async () => {
     const start = await svc.store.logStart(JOURNAL_LOG);
-    const inside = String(start - 1);
-    const s = await PushSocket.open(svc.url, root.key, { after: inside });
+    const s = await PushSocket.open(svc.url, root.key, { after: String(start - 1) });
     await waitFor(() => s.pushes().length >= 10, 5000, 'the 10 retained changes');
     // the replayed pending signals are then marked delivered: those updates follow as new changes
     expect(s.pushes().slice(0, 10).map((f) => Number(f.cursor))).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
     expect(s.pushes().slice(0, 10).map((f) => f.signal.id)).toEqual(ids.slice(-10));
+    // those updates move the window on the hub's next trim: the cursors below are taken once it has moved
+    await waitFor(() => ids.slice(-10).every((id) => s.updates(id).length > 0), 10_000, 'the delivered updates of the replayed signals');
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    await waitFor(async () => (await svc.store.logStart(JOURNAL_LOG)) >= last - 10 + 1, 10_000, 'the journal to be trimmed past them');
+    const inside = String((await svc.store.logStart(JOURNAL_LOG)) - 1);
 
     const refused = await s.op('resume', { after: '0' });
     expect(refused.type).toBe('error');
