@@ -3,7 +3,7 @@
  * through the vector port, then BENCH_MEMORY_QUERIES k=10 queries: p50/p99 query time and recall@10
  * against exact (brute-force) search. Embedded: the in-process usearch HNSW index the service opens without
  * Redis (target: p99 < 20 ms with recall@10 >= 0.95). Redis: the RediSearch index in a private redis-server
- * with ../shared/redis-modules/redisearch.so loaded, at BENCH_MEMORIES_REDIS (reported, no target). Each
+ * with vendor/redis-modules/redisearch.so loaded, at BENCH_MEMORIES_REDIS (reported, no target). Each
  * index is built and queried in its own load process (bench/memory-search-load.ts); the exact search is the
  * baseline of recall, computed in the same run over the same vectors.
  *

@@ -145,7 +145,13 @@ async function showBoard() {
   openFeed();
   followTasks();
   await Promise.all([loadTasks(), loadInboxTargets(), poll()]);
-  state.timers.push(setInterval(tick, 250), setInterval(() => poll().catch(() => {}), POLL_MS));
+  state.timers.push(setInterval(tick, 250));
+  beat();
+}
+
+// the next poll starts once the last one is drawn: on an interval, a slow answer could land after a newer one
+function beat() {
+  setTimeout(() => poll().catch(() => {}).finally(beat), POLL_MS);
 }
 
 function showSignIn(message = '') {

@@ -151,6 +151,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs);
   const services = {
     config,
+    links,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
     apiKeys: new ApiKeys(runtime),
     identities: new Identities(runtime, presence, org, registry),

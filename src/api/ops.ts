@@ -1,10 +1,11 @@
-/** Operator routes: Prometheus metrics, the OpenAPI document of the live route table, the dashboard's files. */
+/** Operator routes: the service's index at /, Prometheus metrics, the OpenAPI document of the live route table, the dashboard's files. */
 import { timingSafeEqual } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { extname, join, resolve } from 'node:path';
 import { AppError } from '../errors.js';
-import type { Route } from '../http/server.js';
+import type { Reply, Route } from '../http/server.js';
 import { bearerToken } from '../auth/keys.js';
+import { VERSION } from '../health/health.js';
 import { openApi } from '../openapi/openapi.js';
 import type { Services } from './services.js';
 
@@ -25,6 +26,34 @@ function dashboardFiles(): (name: string) => { contentType: string; body: string
   };
 }
 
+/** The q of the first Accept entry naming `type` exactly (0 when none does): `*\/*` speaks for neither page nor JSON. */
+function quality(accept: string, type: string): number {
+  for (const part of accept.split(',')) {
+    const [name, ...params] = part.split(';').map((x) => x.trim().toLowerCase());
+    if (name !== type) continue;
+    const q = params.find((p) => p.startsWith('q='));
+    return q ? Number(q.slice(2)) || 0 : 1;
+  }
+  return 0;
+}
+
+/** A browser asks for a page before JSON; an API client asks for JSON, anything, or says nothing. */
+export const wantsPage = (accept: string | undefined) => quality(accept ?? '', 'text/html') > quality(accept ?? '', 'application/json');
+
+/** What GET / tells an API client: where everything is, in the words discovery uses for the same URLs. */
+function serviceIndex(base: string) {
+  return {
+    name: 'agent-coordination-service',
+    version: VERSION,
+    docs_url: `${base}/docs/errors/{code}`,
+    openapi_url: `${base}/openapi.json`,
+    dashboard_url: `${base}/dashboard`,
+    health_url: `${base}/health`,
+    agent_card_url: `${base}/.well-known/agent-card.json`,
+    endpoints: { rest: base, websocket: base.replace(/^http/, 'ws') + '/ws', sse: `${base}/signals/stream`, rpc: `${base}/rpc`, mcp: `${base}/mcp`, a2a: `${base}/a2a` },
+  };
+}
+
 const same = (a: string, b: string) => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 
 /** `table` is the whole route table, these routes included: the document describes what is served. */
@@ -32,6 +61,15 @@ export const opsRoutes = (s: Services, table: Route[]): Route[] => {
   let doc: string | undefined;
   const dashboard = dashboardFiles();
   return [
+    {
+      method: 'get',
+      path: '/',
+      auth: 'public',
+      handler: (r): Reply =>
+        wantsPage(r.headers.accept)
+          ? { status: 302, headers: { location: '/dashboard', vary: 'Accept' }, text: { contentType: 'text/plain; charset=utf-8', body: 'See /dashboard' } }
+          : { headers: { vary: 'Accept' }, data: serviceIndex(s.links.baseUrl) },
+    },
     {
       // public unless METRICS_TOKEN is set: a scraper holds that token, not an API key
       method: 'get',

@@ -30,10 +30,13 @@ import type { Workspace } from '../workspace/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Webhooks } from '../webhooks/service.js';
 import type { FederationOut } from '../federation/outbound.js';
+import type { Links } from '../http/links.js';
 
 /** What the thin handlers call into. */
 export interface Services {
   config: Readonly<Config>;
+  /** the public URL, settled once the port is bound (the index at GET / names URLs under it) */
+  links: Links;
   invites: Invites;
   apiKeys: ApiKeys;
   identities: Identities;

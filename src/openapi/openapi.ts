@@ -99,6 +99,7 @@ function operation(r: Route) {
     // 200, or 201 where the route creates something
     '2XX': { description: 'success', content: RAW[r.path] ?? { 'application/json': { schema: DataEnvelope } } },
   };
+  if (r.path === '/') responses[302] = { description: 'a browser (Accept prefers text/html to application/json) is sent to the dashboard', headers: { Location: { schema: { type: 'string', const: '/dashboard' } } } };
   for (const [status, cs] of [...byStatus].sort((a, b) => a[0] - b[0])) responses[status] = { description: cs.join(', '), content: { 'application/json': { schema: ErrorEnvelope(cs) } } };
   const names = [...r.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
   return {

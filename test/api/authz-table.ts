@@ -315,6 +315,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /federation/memory/recall/:entity': { scope: none(PROOF), other: none('reads only namespaces shared to the peer’s org: the rest are left out, not refused') },
   'GET /federation/memory/:id': { scope: none(PROOF), other: [refused((f) => get(`/federation/memory/${f.otherMem}`), 404, 'MEMORY_NOT_FOUND')] },
 
+  'GET /': PUBLIC,
   'GET /metrics': PUBLIC,
   'GET /openapi.json': PUBLIC,
   'GET /dashboard': PUBLIC,

@@ -36,12 +36,16 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
 
   it('a cursor inside the window resumes; one before it is refused on every path', async () => {
     const start = await svc.store.logStart(JOURNAL_LOG);
-    const inside = String(start - 1);
-    const s = await PushSocket.open(svc.url, root.key, { after: inside });
+    const s = await PushSocket.open(svc.url, root.key, { after: String(start - 1) });
     await waitFor(() => s.pushes().length >= 10, 5000, 'the 10 retained changes');
     // the replayed pending signals are then marked delivered: those updates follow as new changes
     expect(s.pushes().slice(0, 10).map((f) => Number(f.cursor))).toEqual(Array.from({ length: 10 }, (_, i) => start + i));
     expect(s.pushes().slice(0, 10).map((f) => f.signal.id)).toEqual(ids.slice(-10));
+    // those updates move the window on the hub's next trim: the cursors below are taken once it has moved
+    await waitFor(() => ids.slice(-10).every((id) => s.updates(id).length > 0), 10_000, 'the delivered updates of the replayed signals');
+    const last = await svc.store.lastSeq(JOURNAL_LOG);
+    await waitFor(async () => (await svc.store.logStart(JOURNAL_LOG)) >= last - 10 + 1, 10_000, 'the journal to be trimmed past them');
+    const inside = String((await svc.store.logStart(JOURNAL_LOG)) - 1);
 
     const refused = await s.op('resume', { after: '0' });
     expect(refused.type).toBe('error');
@@ -61,8 +65,7 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     const lagging = await servers.start({ JOURNAL_RETAIN_ENTRIES: '10', PUSH_MAX_BUFFER_BYTES: '65536', PUSH_DRAIN_TIMEOUT_MS: '30000' });
     const admin = await bootstrap(lagging.url);
     const s = await PushSocket.open(lagging.url, admin.key, { label: 'lagging' });
-    const tcp = (s.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
-    tcp.pause();
+    s.ws.pause();
     const big = 'z'.repeat(40 * 1024);
     const emitting = pool(200, 4, async (i) => emitOk(admin, { signal_type: 'pulse', content: `${i} ${big}` }));
     const stuck = () => lagging.realtime.hub.positions().find((p) => p.waitingForRoom);
@@ -72,7 +75,7 @@ describe.each(BACKENDS)('journal retention on %s', (backend) => {
     // the window moves past everything the socket still owes
     for (let i = 0; i < 12; i++) await emitOk(admin, { signal_type: 'pulse', content: `after ${i}` });
     await waitFor(async () => (await lagging.store.logStart(JOURNAL_LOG)) > end + 1, 5000, 'the journal to be trimmed past the socket');
-    tcp.resume();
+    s.ws.resume();
     const closed = await s.closed();
     expect(closed.code).toBe(4410);
     const err = s.frames[s.frames.length - 1];

@@ -579,18 +579,18 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       root = await bootstrap(svc.url);
     });
 
-    const tcp = (s: PushSocket) => (s.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    // readers pause with ws's own pause(): pausing its TCP socket directly is undone by ws's receiver when it drains a large frame
     const burst = (to: Member) => pool(COUNT, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: to.id })).id as string);
     const waiting = () => svc.realtime.hub.positions().some((p) => p.waitingForRoom);
 
     it('waits for a reader that pauses for less than PUSH_DRAIN_TIMEOUT_MS: every push arrives once, in order, on one socket', async () => {
       const slow = await join(root.client, 'paused');
       const s = await open(svc, slow, { label: 'paused' });
-      tcp(s).pause();
+      s.ws.pause();
       const emitting = burst(slow);
       // the server's buffer for this socket is full: its pushes wait for the reader
       await waitFor(waiting, 20_000, 'the paused socket to be held back');
-      tcp(s).resume();
+      s.ws.resume();
       const ids = await emitting;
       await s.waitSignals(ids, 20_000);
       expect(s.closeInfo).toBeUndefined();
@@ -599,9 +599,9 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
 
       // a replay waits for a slow reader the same way
       const r = await open(svc, slow, { label: 'replay', after: s.welcome.cursor });
-      tcp(r).pause();
+      r.ws.pause();
       await waitFor(waiting, 10_000, 'the replay to wait for the paused reader');
-      tcp(r).resume();
+      r.ws.resume();
       await r.waitSignals(ids, 20_000);
       expect(r.closeInfo).toBeUndefined();
       expectExactlyOnce(r.signalIds(), ids, 'replay');
@@ -616,11 +616,11 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       const s = await open(quick, slow, { label: 'slow' });
       const attached = quick.realtime.hub.positions().length;
       const cut = () => quick.realtime.hub.positions().length === attached - 1;
-      tcp(s).pause();
+      s.ws.pause();
       // emit until the server gives up on the socket and lets go of it (at most COUNT)
       const ids = (await pool(COUNT, 4, async (i) => (cut() ? undefined : ((await emitOk(admin, { signal_type: 'pulse', content: `${i} ${big}`, to_identity: slow.id })).id as string)))).filter((id): id is string => id !== undefined);
       await waitFor(cut, CUT_MS + 10_000, 'the server to cut the socket off');
-      tcp(s).resume();
+      s.ws.resume();
       const closed = await s.closed();
       expect(closed.code).toBe(4008);
       const got = s.signalIds();

@@ -15,12 +15,12 @@ export async function waitFor(predicate: () => boolean | Promise<boolean>, ms = 
 }
 
 /** Waits until `seen()` holds every id in `ids`; fails naming how many are missing. */
-async function waitForIds(what: string, seen: () => string[], ids: string[], ms: number): Promise<void> {
+async function waitForIds(what: string, seen: () => string[], ids: string[], ms: number, why: () => string = () => ''): Promise<void> {
   const missing = () => {
     const got = new Set(seen());
     return ids.filter((id) => !got.has(id));
   };
-  await waitFor(() => missing().length === 0, ms, () => `${what} for ${ids.length} ids, have ${seen().length} (missing ${missing().length})`);
+  await waitFor(() => missing().length === 0, ms, () => `${what} for ${ids.length} ids, have ${seen().length} (missing ${missing().length})${why()}`);
 }
 
 export const wsUrl = (httpUrl: string) => httpUrl.replace(/^http/, 'ws') + '/ws';
@@ -136,7 +136,13 @@ export class PushSocket {
 
   /** Waits until the socket has received a `signal` frame for every id. */
   waitSignals(ids: string[], ms = 5000): Promise<void> {
-    return waitForIds(`${this.label}: signal frames`, () => this.signalIds(), ids, ms);
+    return waitForIds(`${this.label}: signal frames`, () => this.signalIds(), ids, ms, () => this.ended());
+  }
+
+  /** for a failed wait: how the socket ended, if it did, and the last frame that was not a push */
+  private ended(): string {
+    const last = this.frames.filter((f) => f.type !== 'signal' && f.type !== 'signal.updated').pop();
+    return (this.closeInfo ? `; closed ${this.closeInfo.code} ${this.closeInfo.reason}` : '; still open') + (last ? `; last other frame ${JSON.stringify(last)}` : '');
   }
 
   async waitUpdate(signalId: string, match: (signal: any) => boolean, what: string, ms = 5000): Promise<Frame> {

@@ -3,11 +3,12 @@
  * temp dirs. Redis-backed tests are never skipped: a missing binary is a hard error.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { accessSync, constants } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { basename, delimiter, dirname, join, resolve } from 'node:path';
 
 const NOT_FOUND = 'redis-server not found on PATH: install it (apt-get install redis-server); Redis-backed tests are never skipped';
 
@@ -88,8 +89,31 @@ export function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
-/** The RediSearch module built for this machine's redis-server (see ../shared/redis-modules/README.md). */
-export const REDISEARCH_MODULE = resolve(import.meta.dirname, '../../../shared/redis-modules/redisearch.so');
+/** The RediSearch module the repository carries for Debian 12's redis-server (vendor/redis-modules/README.md). */
+export const REDISEARCH_MODULE = resolve(import.meta.dirname, '../../vendor/redis-modules/redisearch.so');
+
+const verified = new Map<string, Promise<void>>();
+
+/** A module is loaded only when its sha256 is the one `SHA256SUMS` beside it records: a changed binary fails loudly, not oddly. */
+export function verifyModule(path: string): Promise<void> {
+  let v = verified.get(path);
+  if (!v) verified.set(path, (v = checkSum(path)));
+  return v;
+}
+
+async function checkSum(path: string): Promise<void> {
+  const sums = await readFile(join(dirname(path), 'SHA256SUMS'), 'utf8');
+  const line = sums.split('\n').find((l) => l.trim().endsWith(' ' + basename(path)));
+  if (!line) throw new Error(`${path}: no line for it in SHA256SUMS beside it`);
+  const want = line.trim().split(/\s+/)[0];
+  const got = createHash('sha256').update(await readFile(path)).digest('hex');
+  if (got !== want) throw new Error(`${path}: sha256 ${got}, SHA256SUMS records ${want}`);
+}
+
+/** Every `--loadmodule <path>` among redis-server's arguments, checked before the server starts. */
+function verifyModules(args: string[]): Promise<unknown> {
+  return Promise.all(args.flatMap((a, i) => (args[i - 1] === '--loadmodule' ? [verifyModule(a)] : [])));
+}
 
 export interface RedisOptions {
   /** extra redis-server arguments, e.g. `['--loadmodule', REDISEARCH_MODULE]` */
@@ -153,6 +177,7 @@ async function startOnce(bin: string, extra: string[]): Promise<RedisServer | { 
 export async function startRedis(opts: RedisOptions = {}): Promise<RedisServer> {
   const bin = findOnPath('redis-server');
   if (!bin) throw new Error(NOT_FOUND);
+  await verifyModules(opts.args ?? []);
   let last = '';
   for (let attempt = 0; attempt < 5; attempt++) {
     const r = await startOnce(bin, opts.args ?? []);
