@@ -342,7 +342,7 @@ type Answer = { jsonrpc: string; id: string | number | null; result?: unknown; e
 
 export function a2aRoutes(a2a: A2A): Route<Principal>[] {
   return [
-    { method: 'get', path: `/${AGENT_CARD_PATH}`, auth: 'public', handler: async () => ({ data: null, web: json(200, await a2a.card()) }) },
+    { method: 'get', path: `/${AGENT_CARD_PATH}`, auth: 'public', unlimited: true, handler: async () => ({ data: null, web: json(200, await a2a.card()) }) },
     { method: 'post', path: '/a2a', auth: 'key', raw: true, handler: async (r) => ({ data: null, web: await a2a.handle(r) }) },
   ];
 }
