@@ -7,7 +7,7 @@
  */
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { redisTarget, type Config } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
 import { openRedisLink } from '../store/redis-link.js';
 
@@ -52,7 +52,13 @@ export class RateLimits {
   async consume(p: Principal, units = 1): Promise<void> {
     const limit = p.key.rate_limit ?? this.defaultLimit;
     if (!limit) return;
-    p.rate = await this.spend(p.key.id, limit, units, `This key may make ${limit} requests a minute`);
+    try {
+      p.rate = await this.spend(p.key.id, limit, units, `This key may make ${limit} requests a minute`);
+    } catch (e) {
+      // a refused spend still counts: the answer's headers say nothing is left
+      if (isAppError(e) && e.code === 'RATE_LIMIT_EXCEEDED') p.rate = { limit, remaining: 0, resetMs: Number(e.details?.retry_after_ms ?? 0) };
+      throw e;
+    }
   }
 
   /**

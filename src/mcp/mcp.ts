@@ -221,6 +221,8 @@ export class Mcp {
         return rpcError(400, -32700, 'Parse error: body is not valid JSON');
       }
     }
+    // each message of a POST spends a unit (the request's own pays for the first)
+    if (verb === 'POST') await r.principal.spend?.(Array.isArray(body) ? Math.max(1, body.length) : 1);
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
     if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
