@@ -86,6 +86,8 @@ export const MAX_SUBSCRIPTIONS = 100;
 
 /** Open sessions held at most; the least recently used one is closed to make room. */
 export const MAX_SESSIONS = 1000;
+/** Open sessions one identity holds at most, so no member can evict everyone's: its own least recently used one is closed. */
+export const MAX_SESSIONS_PER_IDENTITY = 10;
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -280,7 +282,7 @@ export class Mcp {
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         this.sessions.set(id, session);
-        this.evict();
+        this.evict(owner);
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
@@ -297,12 +299,20 @@ export class Mcp {
     return session;
   }
 
-  private evict(): void {
-    for (const [id, s] of this.sessions) {
+  /** Least recently used first: the owner's sessions over its bound, then anyone's over the global one. */
+  private evict(owner: string): void {
+    const own = [...this.sessions].filter(([, s]) => s.owner === owner);
+    for (const [id] of own.slice(0, Math.max(0, own.length - MAX_SESSIONS_PER_IDENTITY))) this.drop(id);
+    for (const [id] of this.sessions) {
       if (this.sessions.size <= MAX_SESSIONS) return;
-      this.sessions.delete(id);
-      void s.transport.close().catch(() => {});
+      this.drop(id);
     }
+  }
+
+  private drop(id: string): void {
+    const s = this.sessions.get(id);
+    this.sessions.delete(id);
+    void s?.transport.close().catch(() => {});
   }
 
   get openSessions(): number {
