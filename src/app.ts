@@ -31,6 +31,7 @@ import { openVectorIndex } from './vector/index.js';
 import { FrontEnd, type Route } from './http/server.js';
 import { Idempotency } from './http/idempotency.js';
 import { nativeLoaded } from './http/uws.js';
+import { canonicalIp } from './http/client-address.js';
 import { ApiKeys } from './identity/api-keys.js';
 import { authRequestKind } from './identity/auth-request-kind.js';
 import { AuthRequests } from './identity/auth-requests.js';
@@ -193,6 +194,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     authenticate: async (h, admin, requestId) => {
       const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
       await limits.consume(p);
+      p.spend = limits.meter(p);
       void presence.touch(p.identity.id);
       noteIdentity(p.identity.id);
       return p;
@@ -203,6 +205,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
     },
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
+    publicBudget: (address) => limits.consumeAddress(address),
+    trustedProxies: new Set(config.trustedProxies.map((a) => canonicalIp(a)!)),
     idempotent: (p, key, request, exec) => idempotency.once(p.identity.id, key, request, exec),
   });
   // GET /openapi.json describes this array: every route served joins it

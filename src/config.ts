@@ -1,4 +1,5 @@
 /** The one config reader: environment read once, validated, frozen. A bad value stops startup naming the variable. */
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 
 export interface Config {
@@ -65,6 +66,10 @@ export interface Config {
   authRequestEnabled: boolean;
   /** requests per minute per key when the key names none; 0 = no limit */
   rateLimitDefault: number;
+  /** requests per minute per client address to the public routes (keyless calls); 0 = no limit */
+  rateLimitPublic: number;
+  /** proxies whose X-Forwarded-For names the client (IP addresses); empty: the socket's peer is the client */
+  trustedProxies: readonly string[];
   registryRpcUrl: string | undefined;
   registryAddress: `0x${string}` | undefined;
   registryTimeoutMs: number;
@@ -144,6 +149,13 @@ function origins(env: Env): readonly string[] {
       return u.origin;
     }),
   );
+}
+
+function ipList(name: string, raw: string | undefined): readonly string[] {
+  const list = (raw ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+  const bad = list.find((x) => !isIP(x.replace(/^\[(.*)\]$/, '$1')));
+  if (bad !== undefined) throw new ConfigError(`${name} must be a comma list of IP addresses, got "${bad}"`);
+  return Object.freeze(list);
 }
 
 function clusterNodes(env: Env): string[] | undefined {
@@ -244,6 +256,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
     authRequestEnabled: bool(env, 'AUTH_REQUEST_ENABLED', false),
     rateLimitDefault: int(env, 'RATE_LIMIT_DEFAULT', 600, 0),
+    rateLimitPublic: int(env, 'RATE_LIMIT_PUBLIC', 60, 0),
+    trustedProxies: ipList('TRUSTED_PROXIES', env.TRUSTED_PROXIES),
     registryRpcUrl,
     registryAddress: registryAddress as `0x${string}` | undefined,
     registryTimeoutMs: int(env, 'REGISTRY_TIMEOUT_MS', 5000, 1),
@@ -296,6 +310,8 @@ const SETTINGS: Setting[] = [
   { name: 'SIWE_SESSION_TTL_MS', value: (c) => c.siweSessionTtlMs },
   { name: 'AUTH_REQUEST_ENABLED', value: (c) => c.authRequestEnabled },
   { name: 'RATE_LIMIT_DEFAULT', value: (c) => c.rateLimitDefault },
+  { name: 'RATE_LIMIT_PUBLIC', value: (c) => c.rateLimitPublic },
+  { name: 'TRUSTED_PROXIES', value: (c) => c.trustedProxies.join(',') || null },
   { name: 'REGISTRY_RPC_URL', value: (c) => c.registryRpcUrl ?? null, secret: true },
   { name: 'REGISTRY_ADDRESS', value: (c) => c.registryAddress ?? null },
   { name: 'REGISTRY_TIMEOUT_MS', value: (c) => c.registryTimeoutMs },

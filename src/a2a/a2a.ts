@@ -414,6 +414,7 @@ export function a2aRoutes(a2a: A2A): Route<Principal>[] {
       method: 'get',
       path: `/${AGENT_CARD_PATH}`,
       auth: 'public',
+      unlimited: true,
       handler: async (r) => ({ data: null, web: new Response(JSON.stringify(await a2a.cardJson(r.headers[A2A_VERSION_HEADER.toLowerCase()])), { status: 200, headers: { 'content-type': 'application/json', vary: A2A_VERSION_HEADER } }) }),
     },
     { method: 'post', path: '/a2a', auth: 'key', raw: true, handler: async (r) => ({ data: null, web: await a2a.handle(r) }) },

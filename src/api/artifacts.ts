@@ -60,6 +60,7 @@ export const artifactRoutes = ({ artifacts }: Services): Route<Principal>[] => [
     method: 'get',
     path: '/artifacts/:id/shared',
     auth: 'public',
+    unlimited: true,
     query: SharedQuery,
     handler: async (r) => contentReply(await artifacts.shared(r.params.id, r.query.expires, r.query.kid, r.query.sig, r.headers), 'attachment'),
   },

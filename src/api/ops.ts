@@ -75,6 +75,7 @@ export const opsRoutes = (s: Services, table: Route[]): Route[] => {
       method: 'get',
       path: '/metrics',
       auth: 'public',
+      unlimited: true,
       handler: async (r) => {
         const want = s.config.metricsToken;
         if (want) {
@@ -88,9 +89,10 @@ export const opsRoutes = (s: Services, table: Route[]): Route[] => {
       method: 'get',
       path: '/openapi.json',
       auth: 'public',
+      unlimited: true,
       handler: () => ({ text: { contentType: 'application/json', body: (doc ??= JSON.stringify(openApi(table))) } }),
     },
-    { method: 'get', path: '/dashboard', auth: 'public', handler: () => ({ text: dashboard('index.html') }) },
-    { method: 'get', path: '/dashboard/:file', auth: 'public', handler: (r) => ({ text: dashboard(r.params.file) }) },
+    { method: 'get', path: '/dashboard', auth: 'public', unlimited: true, handler: () => ({ text: dashboard('index.html') }) },
+    { method: 'get', path: '/dashboard/:file', auth: 'public', unlimited: true, handler: (r) => ({ text: dashboard(r.params.file) }) },
   ];
 };

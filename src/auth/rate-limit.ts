@@ -1,13 +1,13 @@
 /**
- * Per-key rate limits with rate-limiter-flexible: a one-minute window of `rate_limit` (the key's own, else
- * RATE_LIMIT_DEFAULT) requests. Embedded: counters in process memory. Redis: counters in Redis, so every
+ * Rate limits with rate-limiter-flexible: a one-minute window of `rate_limit` (the key's own, else
+ * RATE_LIMIT_DEFAULT) units per key, and of RATE_LIMIT_PUBLIC requests per client address on public routes. Embedded: counters in process memory. Redis: counters in Redis, so every
  * instance on one Redis (or Redis Cluster) spends the same budget. The store port hides its Redis link, so
  * this module keeps a small one of its own: with the store's guard, a Redis outage or a cluster failover
  * answers DB_CONNECT_FAILED / DB_QUERY_TIMEOUT here too, never a raw client error.
  */
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { redisTarget, type Config } from '../config.js';
-import { AppError } from '../errors.js';
+import { AppError, isAppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
 import { openRedisLink } from '../store/redis-link.js';
 
@@ -19,19 +19,21 @@ export class RateLimits {
 
   private constructor(
     private defaultLimit: number,
+    private publicLimit: number,
     private make: (points: number) => RateLimiterAbstract,
     private closeClient: () => Promise<void>,
   ) {}
 
-  static async open(config: Pick<Config, 'rateLimitDefault' | 'redisUrl' | 'redisClusterNodes' | 'redisPrefix' | 'dbConnectTimeoutMs' | 'dbQueryTimeoutMs'>): Promise<RateLimits> {
+  static async open(config: Pick<Config, 'rateLimitDefault' | 'rateLimitPublic' | 'redisUrl' | 'redisClusterNodes' | 'redisPrefix' | 'dbConnectTimeoutMs' | 'dbQueryTimeoutMs'>): Promise<RateLimits> {
     const target = redisTarget(config);
-    if (!target) return new RateLimits(config.rateLimitDefault, (points) => new RateLimiterMemory({ points, duration: WINDOW_S }), async () => {});
+    if (!target) return new RateLimits(config.rateLimitDefault, config.rateLimitPublic, (points) => new RateLimiterMemory({ points, duration: WINDOW_S }), async () => {});
     const link = await openRedisLink(target, { connectTimeoutMs: config.dbConnectTimeoutMs, queryTimeoutMs: config.dbQueryTimeoutMs });
     // the limiter spends points with one EVAL on its key (a hash-tag-free key: one slot per rate-limit key)
     const storeClient = { eval: (script: string, o: { keys: string[]; arguments: string[] }) => link.run((c) => c.eval(script, o)) };
     const keyPrefix = `${config.redisPrefix}:ratelimit`;
     return new RateLimits(
       config.rateLimitDefault,
+      config.rateLimitPublic,
       // a Redis that refuses the limiter's write (maxmemory reached, or away) must not refuse reads that need no write:
       // meanwhile each instance counts in its own memory (rate-limiter-flexible's insurance limiter)
       (points) => new RateLimiterRedis({ storeClient, useRedisPackage: true, points, duration: WINDOW_S, keyPrefix, insuranceLimiter: new RateLimiterMemory({ points, duration: WINDOW_S }) }),
@@ -45,16 +47,48 @@ export class RateLimits {
     return l;
   }
 
-  /** Spends one request of the principal's key (HTTP request or WebSocket op); RATE_LIMIT_EXCEEDED when none is left. */
-  async consume(p: Principal): Promise<void> {
+  /**
+   * Spends `units` of the principal's key budget (one per HTTP request or WebSocket op; a surface charges
+   * the further calls of a batch and the signals of a batch emit); RATE_LIMIT_EXCEEDED when none is left.
+   */
+  async consume(p: Principal, units = 1): Promise<void> {
     const limit = p.key.rate_limit ?? this.defaultLimit;
     if (!limit) return;
     try {
-      const r = await this.limiter(limit).consume(p.key.id);
-      p.rate = { limit, remaining: r.remainingPoints, resetMs: r.msBeforeNext };
+      p.rate = await this.spend(p.key.id, limit, units, `This key may make ${limit} requests a minute`);
+    } catch (e) {
+      // a refused spend still counts: the answer's headers say nothing is left
+      if (isAppError(e) && e.code === 'RATE_LIMIT_EXCEEDED') p.rate = { limit, remaining: 0, resetMs: Number(e.details?.retry_after_ms ?? 0) };
+      throw e;
+    }
+  }
+
+  /**
+   * The principal's meter for the calls of one request: the request's own unit (spent at the door) pays
+   * for its first call, every further unit is spent here.
+   */
+  meter(p: Principal): (units: number) => Promise<void> {
+    let prepaid = 1;
+    return async (units) => {
+      const free = Math.min(prepaid, units);
+      prepaid -= free;
+      if (units > free) await this.consume(p, units - free);
+    };
+  }
+
+  /** Spends one request of a client address on a public route; answers the RateLimit-* headers. */
+  async consumeAddress(address: string): Promise<Record<string, string>> {
+    if (!this.publicLimit) return {};
+    return rateHeaders(await this.spend(`addr:${address}`, this.publicLimit, 1, `This address may make ${this.publicLimit} requests a minute to public routes`));
+  }
+
+  private async spend(id: string, limit: number, units: number, refusal: string): Promise<NonNullable<Principal['rate']>> {
+    try {
+      const r = await this.limiter(limit).consume(id, units);
+      return { limit, remaining: r.remainingPoints, resetMs: r.msBeforeNext };
     } catch (e) {
       if (!(e instanceof RateLimiterRes)) throw e;
-      const err = new AppError('RATE_LIMIT_EXCEEDED', `This key may make ${limit} requests a minute`, { limit, retry_after_ms: e.msBeforeNext });
+      const err = new AppError('RATE_LIMIT_EXCEEDED', refusal, { limit, retry_after_ms: e.msBeforeNext, ...(units > 1 ? { units } : {}) });
       err.headers = { 'retry-after': String(Math.max(1, Math.ceil(e.msBeforeNext / 1000))), ...rateHeaders({ limit, remaining: 0, resetMs: e.msBeforeNext }) };
       throw err;
     }

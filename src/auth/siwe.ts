@@ -1,33 +1,34 @@
 /**
- * Sign-In with Ethereum: single-use nonces and the verification of a signed message (`siwe` parses,
- * `viem` recovers the EIP-191 signer). `verify` answers the signer and the ops that consume the nonce;
- * the caller commits them with whatever the sign-in writes, so a refused request consumes nothing.
+ * Sign-In with Ethereum: stateless signed nonces and the verification of a signed message (`siwe` parses,
+ * `viem` recovers the EIP-191 signer). A nonce carries its expiry and an HMAC over it, so issuing one writes
+ * nothing; `verify` answers the signer and the ops that write the nonce's single-use mark, which the caller
+ * commits with whatever the sign-in writes, so a refused request consumes nothing.
  */
-import { randomInt } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { SiweMessage } from 'siwe';
 import type { Address, Hex } from 'viem';
 import { AppError, isAppError, type ErrorCode } from '../errors.js';
 import { iso, now } from '../clock.js';
 import type { Op, Store } from '../store/port.js';
 
-interface NonceRecord {
+/** A used nonce's mark: kept until the nonce expires, when its expiry alone refuses it. */
+interface UsedMark {
   nonce: string;
   expires_at: number;
-  used_at: string | null;
+  used_at: string;
 }
 
-/** An expired nonce is remembered this long, so it answers SIWE_NONCE_EXPIRED rather than NOT_FOUND. */
-const REMEMBER_MS = 86_400_000;
 const SWEEP = 50;
 const nonceKey = (n: string) => `siwe-nonce:${n}`;
-const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-/** EIP-4361 nonces are alphanumeric, at least 8 characters; 22 of 62 symbols is over 128 bits */
-const generateNonce = () => Array.from({ length: 22 }, () => ALNUM[randomInt(ALNUM.length)]).join('');
+/** the HMAC key every instance on one store shares, drawn once */
+const SECRET_KEY = 'siwe-nonce-secret';
+/** EIP-4361 nonces are alphanumeric: hex of expiry (12), random (32, 128 bits) and MAC (32) */
+const NONCE = /^([0-9a-f]{12})([0-9a-f]{32})([0-9a-f]{32})$/;
 /** siwe and viem take seconds to load: loaded on the first sign-in, not at startup */
 const libs = async () => ({ ...(await import('siwe')), ...(await import('viem')) });
 const NONCES = 'siwe-nonces';
-/** index members sort by when the nonce may be forgotten */
-const member = (r: NonceRecord) => `${String(r.expires_at + REMEMBER_MS).padStart(15, '0')}:${r.nonce}`;
+/** index members sort by when the mark may be forgotten (marks of older versions sort the same way) */
+const member = (nonce: string, forgetAt: number) => `${String(forgetAt).padStart(15, '0')}:${nonce}`;
 
 export interface Verified {
   address: Address;
@@ -37,6 +38,8 @@ export interface Verified {
 }
 
 export class Siwe {
+  private secret: Promise<Buffer> | undefined;
+
   constructor(
     private store: Store,
     private ttlMs: number,
@@ -44,20 +47,54 @@ export class Siwe {
     private authority: () => string,
   ) {}
 
-  /** A fresh nonce; the same commit forgets a few nonces past their day of remembrance. */
+  /** A fresh nonce: random, with its expiry and their MAC; nothing is stored. */
   async nonce(): Promise<{ nonce: string; expires_at: string }> {
-    const rec: NonceRecord = { nonce: generateNonce(), expires_at: now() + this.ttlMs, used_at: null };
-    const old = await this.store.range(NONCES, { lt: String(now()).padStart(15, '0'), limit: SWEEP });
-    const ops: Op[] = [
-      { op: 'put', key: nonceKey(rec.nonce), value: rec, expect: 0 },
-      { op: 'index', index: NONCES, member: member(rec) },
+    const expires = now() + this.ttlMs;
+    const body = expires.toString(16).padStart(12, '0') + randomBytes(16).toString('hex');
+    return { nonce: body + (await this.mac(body)), expires_at: iso(expires) };
+  }
+
+  private async mac(body: string): Promise<string> {
+    return createHmac('sha256', await this.key()).update(body).digest('hex').slice(0, 32);
+  }
+
+  private key(): Promise<Buffer> {
+    this.secret ??= this.loadKey().catch((e) => {
+      this.secret = undefined;
+      throw e;
+    });
+    return this.secret;
+  }
+
+  /** The shared key, drawn by the first instance that needs it; a lost race reads the winner's. */
+  private async loadKey(): Promise<Buffer> {
+    for (;;) {
+      const cur = await this.store.get<{ hex: string }>(SECRET_KEY);
+      if (cur) return Buffer.from(cur.value.hex, 'hex');
+      const drawn = randomBytes(32).toString('hex');
+      if ((await this.store.commit([{ op: 'put', key: SECRET_KEY, value: { hex: drawn }, expect: 0 }])).ok) return Buffer.from(drawn, 'hex');
+    }
+  }
+
+  /** The nonce's expiry if this service issued it, else undefined. */
+  private async issued(nonce: string): Promise<number | undefined> {
+    const m = NONCE.exec(nonce);
+    if (!m || !timingSafeEqual(Buffer.from(m[3]), Buffer.from(await this.mac(m[1] + m[2])))) return undefined;
+    return parseInt(m[1], 16);
+  }
+
+  /** The mark that uses the nonce (must be absent: a second use loses), and a few forgettable marks swept. */
+  private async useOps(nonce: string, expires: number, t: number): Promise<Op[]> {
+    const old = await this.store.range(NONCES, { lt: String(t).padStart(15, '0'), limit: SWEEP });
+    const mark: UsedMark = { nonce, expires_at: expires, used_at: iso(t) };
+    return [
+      { op: 'put', key: nonceKey(nonce), value: mark, expect: 0 },
+      { op: 'index', index: NONCES, member: member(nonce, expires) },
       ...old.flatMap((m): Op[] => [
         { op: 'del', key: nonceKey(m.slice(16)) },
         { op: 'index', index: NONCES, member: m, remove: true },
       ]),
     ];
-    if (!(await this.store.commit(ops)).ok) throw new AppError('INTERNAL_SERVER_ERROR', 'nonce collision');
-    return { nonce: rec.nonce, expires_at: iso(rec.expires_at) };
   }
 
   /** Checks message, domain, signature, validity window and nonce, in that order; throws the SIWE_* code. */
@@ -82,11 +119,11 @@ export class Siwe {
     const t = now();
     if (msg.expirationTime && Date.parse(msg.expirationTime) <= t) throw new AppError('SIWE_VERIFICATION_FAILED', 'The message has expired', { reason: 'expired' });
     if (msg.notBefore && Date.parse(msg.notBefore) > t) throw new AppError('SIWE_VERIFICATION_FAILED', 'The message is not valid yet', { reason: 'not_yet_valid' });
-    const cur = await this.store.get<NonceRecord>(nonceKey(msg.nonce));
-    if (!cur) throw new AppError('SIWE_NONCE_NOT_FOUND');
-    if (cur.value.used_at) throw new AppError('SIWE_NONCE_USED');
-    if (cur.value.expires_at <= t) throw new AppError('SIWE_NONCE_EXPIRED');
-    return { address, message: msg, ops: [{ op: 'put', key: nonceKey(msg.nonce), value: { ...cur.value, used_at: iso(t) }, expect: cur.version }] };
+    const expires = await this.issued(msg.nonce);
+    if (expires === undefined) throw new AppError('SIWE_NONCE_NOT_FOUND');
+    if (await this.store.get(nonceKey(msg.nonce))) throw new AppError('SIWE_NONCE_USED');
+    if (expires <= t) throw new AppError('SIWE_NONCE_EXPIRED');
+    return { address, message: msg, ops: await this.useOps(msg.nonce, expires, t) };
   }
 
   /**

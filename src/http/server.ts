@@ -10,6 +10,7 @@ import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
 import { abortSignal, sendWeb } from './web.js';
+import { clientAddress } from './client-address.js';
 import type { Links } from './links.js';
 import { bodyStream, sendStream } from './stream.js';
 import { validate, validateQuery, type Validator } from '../validation.js';
@@ -90,6 +91,8 @@ export interface Route<P = any> {
   idempotent?: boolean;
   /** answers a new API key (`data.api_key`); any other route that tries is a 500, so none escapes the keys-minted property test */
   mints?: boolean;
+  /** a public route no client address budget applies to (probes, documents, signed share links) */
+  unlimited?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
@@ -104,6 +107,13 @@ export interface FrontEndOptions<P> {
   verifyProof?(call: SignedCall): Promise<unknown>;
   /** refuses a browser Origin the service does not allow (ORIGIN_NOT_ALLOWED), before anything else */
   origins?: { check(origin: string | undefined): void };
+  /**
+   * spends one request of a client address (src/http/client-address.ts) on a keyless call of a public or
+   * optional route, or throws RATE_LIMIT_EXCEEDED; answers the headers the answer carries (RateLimit-*)
+   */
+  publicBudget?(address: string): Promise<Record<string, string>>;
+  /** proxies whose X-Forwarded-For is believed, in canonicalIp's spelling */
+  trustedProxies?: ReadonlySet<string>;
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
   answered?(a: Answered): void;
@@ -145,6 +155,7 @@ export class FrontEnd<P> {
       const rid = requestId();
       const start = performance.now();
       const url = req.getUrl();
+      const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
       const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
@@ -159,14 +170,16 @@ export class FrontEnd<P> {
         return this.report(x, { requestId: rid }, r.method, r.path, start);
       }
       const scope: RequestScope = { requestId: rid };
-      void withRequest(scope, () => this.run(x, rid, r, url, params, headers, rawQuery, body, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
+      void withRequest(scope, () => this.run(x, rid, r, url, params, headers, rawQuery, body, remote, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, stream?: Readable): Promise<void> {
+  private async run(x: Exchange, rid: string, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, remote: string, stream?: Readable): Promise<void> {
+    let budget: Record<string, string> = {};
     try {
       this.opts.origins?.check(headers.origin);
       const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
+      if (keyless && r.auth !== 'proof' && !r.unlimited && this.opts.publicBudget) budget = await this.opts.publicBudget(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (stream?.errored) throw stream.errored;
       const raw = await bodyP;
@@ -184,14 +197,14 @@ export class FrontEnd<P> {
       if (!r.mints) assertMintsNoKey(out.data);
       // an upload the handler did not read to its end is dropped, not left paused
       stream?.destroy();
-      const extra = { ...out.headers, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };
-      if (out.web) return sendWeb(x, out.web, rid);
+      const extra = { ...out.headers, ...budget, ...(principal && this.opts.principalHeaders ? this.opts.principalHeaders(principal) : {}), 'x-request-id': rid };
+      if (out.web) return sendWeb(x, out.web, extra);
       if (out.raw) return void (await sendStream(x, out.status ?? 200, extra, out.raw.stream, out.raw.size));
       if (out.text) return send(x, out.status ?? 200, { 'content-type': out.text.contentType, ...extra }, out.text.body);
       send(x, out.status ?? 200, { ...JSON_HEADERS, ...extra }, JSON.stringify({ data: out.data, meta: { request_id: rid, ...out.meta } }));
     } catch (e) {
       stream?.destroy();
-      this.fail(x, rid, e);
+      this.fail(x, rid, e, budget);
     }
   }
 
@@ -206,10 +219,10 @@ export class FrontEnd<P> {
     this.opts.answered?.({ requestId: scope.requestId, method: method === 'del' ? 'DELETE' : method.toUpperCase(), route, status, ms: performance.now() - start, identityId: scope.identityId });
   }
 
-  fail(x: Exchange, rid: string, e: unknown): void {
+  fail(x: Exchange, rid: string, e: unknown, headers: Record<string, string> = {}): void {
     const err = clientError(e);
     if (err.hidden) this.opts.log.error({ err: e, request_id: rid, ...(isAppError(e) ? { code: e.code, details: e.details } : {}) }, 'unhandled error');
-    send(x, err.status, { ...JSON_HEADERS, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(e, rid, this.opts.links.docsBase)));
+    send(x, err.status, { ...JSON_HEADERS, ...headers, 'x-request-id': rid, ...err.headers }, JSON.stringify(errorBody(e, rid, this.opts.links.docsBase)));
   }
 
   listen(host: string, port: number): Promise<number> {

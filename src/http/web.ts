@@ -27,7 +27,8 @@ export function abortSignal(x: Exchange): AbortSignal {
   return c.signal;
 }
 
-export async function sendWeb(x: Exchange, r: globalThis.Response, rid: string): Promise<void> {
+/** `extra`: the front end's own headers (x-request-id, RateLimit-*), written after the Response's. */
+export async function sendWeb(x: Exchange, r: globalThis.Response, extra: Record<string, string>): Promise<void> {
   if (x.aborted) return void (await r.body?.cancel().catch(() => {}));
   const head = () => {
     x.status = r.status;
@@ -35,7 +36,7 @@ export async function sendWeb(x: Exchange, r: globalThis.Response, rid: string):
     r.headers.forEach((v, k) => {
       if (k !== 'content-length' && k !== 'transfer-encoding') x.res.writeHeader(k, v);
     });
-    x.res.writeHeader('x-request-id', rid);
+    for (const k in extra) if (!r.headers.has(k)) x.res.writeHeader(k, extra[k]);
   };
   if (!r.body) {
     x.res.cork(() => {

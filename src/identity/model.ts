@@ -97,6 +97,8 @@ export interface Principal {
   requestId?: string;
   /** the key's rate-limit budget after this request, for the RateLimit-* headers */
   rate?: { limit: number; remaining: number; resetMs: number };
+  /** spends units of the key's budget for the calls of this request, its first unit prepaid (RateLimits.meter) */
+  spend?: (units: number) => Promise<void>;
 }
 
 export const keys = {

@@ -88,6 +88,8 @@ export const MAX_SUBSCRIPTIONS = 100;
 
 /** Open sessions held at most; the least recently used one is closed to make room. */
 export const MAX_SESSIONS = 1000;
+/** Open sessions one identity holds at most, so no member can evict everyone's: its own least recently used one is closed. */
+export const MAX_SESSIONS_PER_IDENTITY = 10;
 
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -229,6 +231,8 @@ export class Mcp {
         return rpcError(400, -32700, 'Parse error: body is not valid JSON');
       }
     }
+    // each message of a POST spends a unit (the request's own pays for the first)
+    if (verb === 'POST') await r.principal.spend?.(Array.isArray(body) ? Math.max(1, body.length) : 1);
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
     if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
@@ -286,7 +290,7 @@ export class Mcp {
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         this.sessions.set(id, session);
-        this.evict();
+        this.evict(owner);
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
@@ -303,12 +307,20 @@ export class Mcp {
     return session;
   }
 
-  private evict(): void {
-    for (const [id, s] of this.sessions) {
+  /** Least recently used first: the owner's sessions over its bound, then anyone's over the global one. */
+  private evict(owner: string): void {
+    const own = [...this.sessions].filter(([, s]) => s.owner === owner);
+    for (const [id] of own.slice(0, Math.max(0, own.length - MAX_SESSIONS_PER_IDENTITY))) this.drop(id);
+    for (const [id] of this.sessions) {
       if (this.sessions.size <= MAX_SESSIONS) return;
-      this.sessions.delete(id);
-      void s.transport.close().catch(() => {});
+      this.drop(id);
     }
+  }
+
+  private drop(id: string): void {
+    const s = this.sessions.get(id);
+    this.sessions.delete(id);
+    void s?.transport.close().catch(() => {});
   }
 
   get openSessions(): number {

@@ -29,6 +29,8 @@ type Id = string | number | null;
 interface Answer {
   status: number;
   body: Record<string, unknown> | null;
+  /** a refusal's own headers (Retry-After), sent when the call is the request's only one */
+  headers?: Record<string, string>;
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
@@ -39,12 +41,14 @@ export function rpcRoutes(table: MethodTable, log: Logger): Route<Principal>[] {
     if (seen.hidden) log.error({ err: e, request_id: rid }, 'rpc method failed');
     const err = seen.code === 'INTERNAL_SERVER_ERROR' ? clientError(new AppError('RPC_INTERNAL_ERROR')) : seen;
     const error = { code: RPC_CODES[err.code] ?? DOMAIN_ERROR, message: err.message, data: { code: err.code, request_id: rid, details: err.details } };
-    return { status: err.status, body: { jsonrpc: '2.0', id, error } };
+    return { status: err.status, body: { jsonrpc: '2.0', id, error }, headers: err.headers };
   };
 
   const one = async (msg: unknown, p: Principal, rid: string): Promise<Answer> => {
     const id = idOf(msg);
     try {
+      // every call of a batch spends a unit (the request's own pays for the first)
+      await p.spend?.(1);
       if (!isCall(msg)) throw new AppError('RPC_INVALID_REQUEST', 'A call needs jsonrpc "2.0" and a method name');
       if (msg.params !== undefined && (typeof msg.params !== 'object' || msg.params === null || Array.isArray(msg.params))) throw new AppError('RPC_INVALID_PARAMS', 'params must be an object of named parameters', { field: 'params' });
       const call = resolve(table, msg.method, msg.params);
@@ -82,7 +86,7 @@ export function rpcRoutes(table: MethodTable, log: Logger): Route<Principal>[] {
 }
 
 function reply(a: Answer) {
-  return { data: null, web: a.body === null ? new Response(null, { status: 204 }) : new Response(JSON.stringify(a.body), { status: a.status, headers: JSON_HEADERS }) };
+  return { data: null, web: a.body === null ? new Response(null, { status: 204 }) : new Response(JSON.stringify(a.body), { status: a.status, headers: { ...JSON_HEADERS, ...a.headers } }) };
 }
 
 function idOf(msg: unknown): Id {

@@ -21,6 +21,8 @@ export interface Method<T = any> {
   admin?: boolean;
   /** answers a new API key (`api_key`): as a route's `mints` (src/http/server.ts), the keys-minted property test sweeps these */
   mints?: boolean;
+  /** units of the caller's rate-limit budget the call spends, if not one (a batch emit: one per signal) */
+  units?(params: T): number;
   handler(p: Principal, params: T): Promise<unknown>;
 }
 export type MethodTable = Record<string, Method>;
@@ -66,16 +68,20 @@ const NoParams = compile(Type.Object({}, { additionalProperties: false }));
 
 type Params<V> = V extends Validator<infer T> ? T : never;
 const method = <V extends Validator<any>>(params: V, description: string, handler: (p: Principal, q: Params<V>) => Promise<unknown>, admin = false): Method<Params<V>> => ({ params, description, handler, admin });
+const weighed = <T>(m: Method<T>, units: (params: T) => number): Method<T> => ({ ...m, units });
 
 export function methodTable(s: SurfaceServices): MethodTable {
   const w = new Workflow(s);
   return {
     'signals.emit': method(EmitBody, 'Emit a signal; answers the Signal.', (p, q) => s.signals.emit(p, q as EmitFields)),
-    'signals.batch_emit': method(BatchEmitParams, 'Emit several signals, each on its own (atomic per item); results in order, each {signal} or {error}.', async (p, q) => {
-      const results: unknown[] = [];
-      for (const body of q.signals) results.push(await s.signals.emit(p, body as EmitFields).then((signal) => ({ signal }), (e) => ({ error: errorOf(e) })));
-      return { results };
-    }),
+    'signals.batch_emit': weighed(
+      method(BatchEmitParams, 'Emit several signals, each on its own (atomic per item); results in order, each {signal} or {error}. Spends one unit of the rate limit per signal.', async (p, q) => {
+        const results: unknown[] = [];
+        for (const body of q.signals) results.push(await s.signals.emit(p, body as EmitFields).then((signal) => ({ signal }), (e) => ({ error: errorOf(e) })));
+        return { results };
+      }),
+      (q) => q.signals.length,
+    ),
     'signals.search': method(SearchParams, 'Full-text search over signal content with tag, type, role and ring filters; answers an array of Signal.', (p, q) => w.search(p, q)),
     'inbox.check': method(InboxQuery, "The caller's inbox, most urgent first: {signals, cursor, has_more}.", async (p, q) =>
       page('signals', await s.inbox.identityInbox(p, p.identity.id, { ...q, types: commaList(q.type) }, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
@@ -154,8 +160,11 @@ export function resolve(table: MethodTable, name: string, params: unknown): Reso
   }
 }
 
+/** Runs a call; the transport has spent the call's first unit, so a heavier call spends the rest first. */
 export async function invoke(call: ResolvedCall, p: Principal): Promise<unknown> {
   if (call.method.admin && !p.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');
+  const more = (call.method.units?.(call.params) ?? 1) - 1;
+  if (more > 0) await p.spend?.(more);
   const out = await call.method.handler(p, call.params);
   if (!call.method.mints && typeof out === 'object' && out !== null && 'api_key' in out) throw new AppError('INTERNAL_SERVER_ERROR', 'A method not declared as minting keys answered one');
   return out;

@@ -68,7 +68,7 @@ for (const backend of BACKENDS) {
       expect(await limited(dflt.url, admin.key)).toMatchObject({ status: 200, limit: '600', remaining: '599' });
     });
 
-    it('public routes carry no rate-limit headers; RATE_LIMIT_DEFAULT=0 turns the default off', async () => {
+    it('unlimited public routes (probes) carry no rate-limit headers; RATE_LIMIT_DEFAULT=0 turns the default off', async () => {
       const pub = await fetch(url + '/health');
       expect(pub.headers.get('ratelimit-limit')).toBeNull();
       const off = await servers.start({ RATE_LIMIT_DEFAULT: '0' });

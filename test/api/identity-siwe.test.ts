@@ -4,7 +4,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
-import { BACKENDS, serversOn } from '../helpers/server.js';
+import { BACKENDS, serversOn, startServer, type Started } from '../helpers/server.js';
 import { newWallet, nonceOf, signed, siweText, walletProof } from '../helpers/wallet.js';
 import { expectError, expectOk, waitFor } from './support.js';
 
@@ -13,12 +13,14 @@ const audit = async (admin: Client, q: string) => expectOk(await admin.get(`/adm
 for (const backend of BACKENDS) {
   describe(`SIWE and wallets on ${backend}`, () => {
     const servers = serversOn(backend);
+    let svc: Started;
     let url: string;
     let anon: Client;
     let root: Member;
 
     beforeAll(async () => {
-      url = (await servers.start({ SIWE_SESSION_TTL_MS: '1500' })).url;
+      svc = await servers.start({ SIWE_SESSION_TTL_MS: '1500' });
+      url = svc.url;
       anon = new Client(url);
       root = await bootstrap(url);
     });
@@ -31,6 +33,45 @@ for (const backend of BACKENDS) {
       const ttl = Date.parse(a.expires_at) - Date.now();
       expect(ttl).toBeGreaterThan(250_000);
       expect(ttl).toBeLessThanOrEqual(300_000);
+    });
+
+    it('GET /auth/nonce writes nothing: the nonce is signed, a changed one is unknown, and only a sign-in writes its single-use mark', async () => {
+      const wallet = newWallet();
+      const m = await join(root.client, 'stateless');
+      expectOk(await m.client.post('/auth/attach-wallet', await walletProof(anon, wallet)));
+      const marks = await svc.store.count('siwe-nonces');
+      const issued: string[] = [];
+      for (let i = 0; i < 20; i++) issued.push(expectOk(await anon.get('/auth/nonce')).nonce);
+      expect(await svc.store.count('siwe-nonces')).toBe(marks);
+      for (const n of issued) expect(await svc.store.get(`siwe-nonce:${n}`)).toBeUndefined();
+      const [n] = issued;
+      // one character of the random part, or of the expiry (a longer life), changed: not a nonce issued here
+      const flip = (i: number) => n.slice(0, i) + (n[i] === '0' ? '1' : '0') + n.slice(i + 1);
+      for (const forged of [flip(20), flip(11)]) expectError(await anon.post('/auth/siwe-login', await signed(anon, wallet, { nonce: forged })), 404, 'SIWE_NONCE_NOT_FOUND');
+      expect(await svc.store.count('siwe-nonces')).toBe(marks);
+      expectOk(await anon.post('/auth/siwe-login', await signed(anon, wallet, { nonce: n })));
+      expect(await svc.store.get(`siwe-nonce:${n}`)).toBeDefined();
+      expectError(await anon.post('/auth/siwe-login', await signed(anon, wallet, { nonce: n })), 401, 'SIWE_NONCE_USED');
+    });
+
+    // two instances share a store on Redis only
+    if (backend === 'redis') it('a nonce issued by one instance signs in on another on the same store, once', async () => {
+      const other = await startServer(svc.env);
+      try {
+        const wallet = newWallet();
+        const m = await join(root.client, 'two-instances');
+        expectOk(await m.client.post('/auth/attach-wallet', await walletProof(anon, wallet)));
+        const nonce = await nonceOf(anon);
+        // each instance answers to its own port, so each message names the authority it is sent to
+        const body = async (at: string) => {
+          const message = siweText(at, wallet.address, { nonce });
+          return { message, signature: await wallet.signMessage({ message }) };
+        };
+        expectOk(await new Client(other.url).post('/auth/siwe-login', await body(other.url)));
+        expectError(await anon.post('/auth/siwe-login', await body(url)), 401, 'SIWE_NONCE_USED');
+      } finally {
+        await other.close();
+      }
     });
 
     it('a wallet bound at redemption signs in on both paths with a session key that expires', async () => {

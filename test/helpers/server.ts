@@ -110,8 +110,8 @@ export function serversOn(backend: Backend, redisOptions?: RedisOptions): Server
   };
 }
 
-/** Tests burst past the production default of 600 requests a minute; rate-limit tests set RATE_LIMIT_DEFAULT themselves. */
-const TEST_DEFAULTS = { PORT: '0', HOST: '127.0.0.1', TIMER_POLL_MS: '20', RATE_LIMIT_DEFAULT: '0' };
+/** Tests burst past the production defaults (600 a minute per key, 60 per address on public routes); rate-limit tests set them themselves. */
+const TEST_DEFAULTS = { PORT: '0', HOST: '127.0.0.1', TIMER_POLL_MS: '20', RATE_LIMIT_DEFAULT: '0', RATE_LIMIT_PUBLIC: '0' };
 
 export async function startServer(env: Record<string, string>): Promise<Service> {
   const config = readConfig({ ...TEST_DEFAULTS, LOG_LEVEL: 'silent', ...env });
