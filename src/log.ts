@@ -18,7 +18,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         const code = (obj as { err?: { code?: unknown } } | null)?.err?.code;
         if (typeof code !== 'string' || !OUTAGE_CODES.has(code)) return method.apply(this, args);
         const key = `${code}\u0000${String(msg)}`;
-        const now = Date.now();
+        const now = performance.now();
         const w = windows.get(key);
         if (w && now < w.until) {
           w.suppressed++;

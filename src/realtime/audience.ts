@@ -4,7 +4,7 @@
  * its sender and claimer. Admin SSE streams see everything but memory events of namespaces the ACL does not
  * let them read. Key scopes and the connection's own filters narrow all of it.
  */
-import { now } from '../clock.js';
+import { elapsed } from '../clock.js';
 import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
@@ -45,7 +45,7 @@ export class ReachCache {
 
   async load(identityId: string): Promise<void> {
     const places = await this.org.placesOf(identityId);
-    this.cache.set(identityId, { ...places, at: now() });
+    this.cache.set(identityId, { ...places, at: elapsed() });
   }
 
   get(identityId: string): { roles: string[]; rings: string[] } {
@@ -54,7 +54,7 @@ export class ReachCache {
       void this.load(identityId).catch(() => undefined);
       return { roles: [], rings: [] };
     }
-    if (now() - c.at > REACH_TTL_MS && !c.loading) {
+    if (elapsed() - c.at > REACH_TTL_MS && !c.loading) {
       c.loading = this.load(identityId).catch(() => {
         c.loading = undefined;
       });

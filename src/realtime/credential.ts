@@ -5,6 +5,7 @@
  * offers is shown until that check has settled. A key that no longer authenticates ends the connection with
  * the close code of its error; one that still does narrows (or widens) the connection in place.
  */
+import { now } from '../clock.js';
 import { AppError, isAppError } from '../errors.js';
 import { principalForKey } from '../auth/keys.js';
 import type { Principal } from '../identity/model.js';
@@ -13,8 +14,12 @@ import type { Store } from '../store/port.js';
 import type { Audience } from './audience.js';
 import { CLOSE } from './close-codes.js';
 
-/** setTimeout's longest delay; a later expiry re-arms when it fires */
-const MAX_DELAY_MS = 2 ** 31 - 1;
+/**
+ * The longest the expiry timer waits before it looks at the wall clock again (and re-arms, with no store read, if
+ * the key is not yet due): an expiry is a wall-clock time, the timer runs on the monotonic clock, so a wall clock
+ * stepped forward past the expiry is noticed within this (docs/reliability.md, Time).
+ */
+const MAX_DELAY_MS = 60_000;
 
 /** The close code (WebSocket, and the SSE `closed` event) for the error a re-check ended a connection with. */
 export function closeCodeOf(e: AppError): number {
@@ -97,7 +102,8 @@ export class Credential {
     clearTimeout(this.expiry);
     const at = this.audience.principal.key.expires_at;
     if (!at || this.closed) return;
-    this.expiry = setTimeout(() => this.recheck(), Math.min(Math.max(Date.parse(at) - Date.now(), 0), MAX_DELAY_MS));
+    const due = Date.parse(at);
+    this.expiry = setTimeout(() => (due <= now() ? this.recheck() : this.arm()), Math.min(Math.max(due - now(), 0), MAX_DELAY_MS));
     this.expiry.unref();
   }
 }

@@ -13,6 +13,7 @@
  * `effectOps` for the header's claim) in the same commit as the effect it answers for: a retry finds either
  * no effect (and runs again) or the answer, never a second effect.
  */
+import { elapsed } from '../clock.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
@@ -92,7 +93,7 @@ export class IdempotencyRecords {
     this.maybeSweep();
     const rec = recordKey(identity, scope, key);
     const hash = sha256(request);
-    const deadline = this.now() + WAIT_MS;
+    const deadline = elapsed() + WAIT_MS;
     for (;;) {
       const [cur, lease] = await this.store.getMany<unknown>([rec, leaseKey(rec)]);
       const at = this.now();
@@ -111,7 +112,7 @@ export class IdempotencyRecords {
         if (won.ok) return { claim: { rec, hash, at: entry.created_at, attempt: entry.attempt!, version: (cur?.version ?? 0) + 1, leaseVersion: (lease?.version ?? 0) + 1, ...(entry.effect !== undefined ? { effect: entry.effect } : {}) } };
       }
       // another attempt with this key is running: wait for its answer (or its refusal or death, then run)
-      if (this.now() > deadline) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
+      if (elapsed() > deadline) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
   }
