@@ -83,7 +83,7 @@ class Connection implements Subscriber {
     this.audience = new Audience(principal, rt.reach, false);
     this.limits = limits(rt);
     this.sentSeq = rt.hub.cursor;
-    this.drain = new Drain(() => this.ws.getBufferedAmount() <= this.limits.push);
+    this.drain = new Drain(() => this.hasRoom());
   }
 
   get open(): boolean {
@@ -111,6 +111,10 @@ class Connection implements Subscriber {
     this.sentSeq = seq;
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
+  }
+
+  hasRoom(): boolean {
+    return !this.closed && this.ws.getBufferedAmount() <= this.limits.push;
   }
 
   /** Waits for the buffer to drain to the push limit; a socket that makes no room in time is cut off with 4008. */
