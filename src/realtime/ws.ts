@@ -43,6 +43,35 @@ const frameBytes = perEntry((e, seq) => {
   return JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) });
 });
 
+/** upgrades checked in one event-loop turn; the rest wait in arrival order, so a reconnect storm leaves requests room */
+export const UPGRADES_PER_TURN = 64;
+
+/** Runs queued upgrade checks UPGRADES_PER_TURN a turn, yielding to I/O between turns. */
+class Admission {
+  private queue: (() => Promise<void>)[] = [];
+  private head = 0;
+  private scheduled = false;
+
+  add(job: () => Promise<void>): void {
+    this.queue.push(job);
+    if (!this.scheduled) this.schedule();
+  }
+
+  private schedule(): void {
+    this.scheduled = true;
+    setImmediate(() => void this.turn());
+  }
+
+  private async turn(): Promise<void> {
+    const batch = this.queue.slice(this.head, this.head + UPGRADES_PER_TURN);
+    this.head += batch.length;
+    if (this.head === this.queue.length) (this.queue = []), (this.head = 0);
+    await Promise.all(batch.map((job) => job()));
+    if (this.queue.length > this.head) this.schedule();
+    else this.scheduled = false;
+  }
+}
+
 /** uWS `send()` results */
 const DROPPED = 2;
 
@@ -270,6 +299,7 @@ class Connection implements Subscriber {
 }
 
 export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
+  const admission = new Admission();
   app.ws<SocketData>('/ws', {
     idleTimeout: rt.config.wsIdleTimeoutS,
     sendPingsAutomatically: true,
@@ -283,7 +313,8 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       const q = new URLSearchParams(req.getQuery() ?? '');
       let aborted = false;
       res.onAborted(() => (aborted = true));
-      void (async () => {
+      admission.add(async () => {
+        if (aborted) return;
         const rid = requestId();
         try {
           const bearer = bearerToken(header);
@@ -304,7 +335,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
             res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
           });
         }
-      })();
+      });
     },
     open: (ws) => {
       const d = ws.getUserData();

@@ -3,10 +3,7 @@
  * `?after=` cursor. Each must get exactly the signals it missed, in order, while `/health` and an emit (timed by
  * curl, outside this busy test process) stay answered within a bound relative to a baseline measured here, and
  * the service's peak memory stays within the bound docs/realtime.md documents.
- *
- * NOT YET IN THE SUITE (named .wip.ts so vitest does not collect it): it still fails. On embedded an emit during
- * the storm answers in ~10 s (35.7 s before the replay turns); on Redis /health answers 503 during the storm.
- * Rename to reconnect-storm.test.ts once both hold (issue 25 item 4).
+
  */
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
