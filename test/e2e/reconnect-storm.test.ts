@@ -40,8 +40,7 @@ describe.each(BACKENDS)('reconnect storm on %s', (backend) => {
   });
 
   it(`${SOCKETS} sockets resume at once after a restart: each gets what it missed, in order, and requests are answered meanwhile`, async () => {
-    // no per-address cap: every socket of the storm comes from 127.0.0.1
-    const env = await servers.env({ MAX_CONNECTIONS_PER_ADDRESS: '0' });
+    const env = await servers.env();
     svc = await spawnServer(env);
     const root = await bootstrap(svc.url);
     const agent = await join(root.client, 'agent');
