@@ -43,7 +43,7 @@ class Stream implements Subscriber {
     verifiedAt: number,
   ) {
     this.credential = new Credential(rt.store, token, audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.closeWith(e));
-    this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
+    this.drain = new Drain(() => this.hasRoom());
     const res = x.res;
     res.cork(() => {
       res.writeStatus(statusLine(200));
@@ -89,6 +89,10 @@ class Stream implements Subscriber {
     this.write(eventBytes(e, seq));
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
+  }
+
+  hasRoom(): boolean {
+    return this.backlog <= this.rt.config.pushMaxBufferBytes;
   }
 
   /** Waits for the reader to take the backlog; a stream that makes no room in time is ended (EventSource resumes it). */
