@@ -35,6 +35,8 @@ export interface Config {
   pushDrainTimeoutMs: number;
   sseHeartbeatMs: number;
   wsIdleTimeoutS: number;
+  /** WebSockets and SSE streams one client address may hold open at once */
+  maxConnectionsPerAddress: number;
   journalRetainEntries: number;
   /** when set, GET /metrics wants `Authorization: Bearer <METRICS_TOKEN>` */
   metricsToken: string | undefined;
@@ -238,6 +240,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
+    maxConnectionsPerAddress: int(env, 'MAX_CONNECTIONS_PER_ADDRESS', 10_000, 1, 1_000_000),
     journalRetainEntries: int(env, 'JOURNAL_RETAIN_ENTRIES', 1_000_000, 10),
     metricsToken: env.METRICS_TOKEN || undefined,
     maxUploadBytes: int(env, 'MAX_UPLOAD_BYTES', 100 * 1024 * 1024, 1),
@@ -298,6 +301,7 @@ const SETTINGS: Setting[] = [
   { name: 'PUSH_DRAIN_TIMEOUT_MS', value: (c) => c.pushDrainTimeoutMs },
   { name: 'SSE_HEARTBEAT_MS', value: (c) => c.sseHeartbeatMs },
   { name: 'WS_IDLE_TIMEOUT_S', value: (c) => c.wsIdleTimeoutS },
+  { name: 'MAX_CONNECTIONS_PER_ADDRESS', value: (c) => c.maxConnectionsPerAddress },
   { name: 'JOURNAL_RETAIN_ENTRIES', value: (c) => c.journalRetainEntries },
   { name: 'MAX_UPLOAD_BYTES', value: (c) => c.maxUploadBytes },
   { name: 'S3_ENDPOINT', value: s3((x) => x.endpoint) },

@@ -1,5 +1,5 @@
 /** Wires the push channels: one hub per process, WebSocket and SSE on the same uWS app. */
-import type { TemplatedApp } from 'uWebSockets.js';
+import type { HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import type { Config } from '../config.js';
 import type { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -20,6 +20,8 @@ import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
 import { mountSse } from './sse.js';
 import { Origins } from '../http/origin.js';
+import { canonicalIp, clientAddress } from '../http/client-address.js';
+import { HeldConnections } from './held.js';
 import { mountWebSocket } from './ws.js';
 
 export class Realtime {
@@ -28,6 +30,10 @@ export class Realtime {
   readonly deliverer: Deliverer;
   /** an upgrade or stream from a browser page of another origin is refused (DNS rebinding) */
   readonly origins: Origins;
+  /** open sockets and streams per client address */
+  readonly held: HeldConnections;
+  /** proxies whose X-Forwarded-For names the client (TRUSTED_PROXIES) */
+  private trusted: ReadonlySet<string>;
 
   constructor(
     readonly config: Readonly<Config>,
@@ -45,6 +51,13 @@ export class Realtime {
     this.reach = new ReachCache(org);
     this.deliverer = new Deliverer(signals);
     this.origins = new Origins(links, config.allowedOrigins);
+    this.held = new HeldConnections(config.maxConnectionsPerAddress);
+    this.trusted = new Set(config.trustedProxies.map((ip) => canonicalIp(ip) ?? ip));
+  }
+
+  /** The client address of an upgrade or stream request, as the public routes' budget reads it. */
+  addressOf(res: HttpResponse, forwardedFor: string): string {
+    return clientAddress(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor || undefined, this.trusted);
   }
 
   get docsBase(): string {

@@ -41,6 +41,8 @@ class Stream implements Subscriber {
     token: string,
     /** the journal cursor before the key was checked */
     verifiedAt: number,
+    /** gives back the client address's place (src/realtime/held.ts) */
+    private release: () => void,
   ) {
     this.credential = new Credential(rt.store, token, audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.closeWith(e));
     this.drain = new Drain(() => this.hasRoom());
@@ -151,6 +153,7 @@ class Stream implements Subscriber {
     this.drain.close();
     this.rt.hub.detach(this);
     this.rt.presence.disconnected(this.principal.identity.id);
+    this.release();
   }
 }
 
@@ -163,11 +166,14 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
     const q = new URLSearchParams(req.getQuery() ?? '');
     const lastEventId = req.getHeader('last-event-id') || q.get('last_event_id') || undefined;
     const origin = req.getHeader('origin') || undefined;
+    const address = rt.addressOf(res, req.getHeader('x-forwarded-for'));
     const rid = requestId();
     let stream: Stream | undefined;
+    let release = () => {};
     void (async () => {
       try {
         rt.origins.check(origin);
+        release = rt.held.take(address);
         const token = q.get('token');
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const verifiedAt = rt.hub.cursor;
@@ -175,13 +181,16 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         const after = lastEventId !== undefined ? parseCursor(lastEventId, 'last_event_id') : undefined;
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);
-        if (x.aborted) return;
+        if (x.aborted) return release();
         const audience = new Audience(principal, rt.reach, true, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
-        stream = new Stream(x, rt, principal, audience, rid, token, verifiedAt);
+        stream = new Stream(x, rt, principal, audience, rid, token, verifiedAt, release);
         await rt.hub.attach(stream, after);
       } catch (e) {
         if (stream) stream.fail(e);
-        else fail(x, rid, e);
+        else {
+          release();
+          fail(x, rid, e);
+        }
       }
     })();
   });

@@ -25,6 +25,8 @@ interface SocketData {
   /** the journal cursor before the key was checked */
   verifiedAt: number;
   conn?: Connection;
+  /** gives back the client address's place (src/realtime/held.ts) */
+  release: () => void;
 }
 
 /** the largest frame a client may send; a larger one is refused with a PAYLOAD_TOO_LARGE error frame (docs/realtime.md) */
@@ -313,14 +315,20 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       const secProtocol = req.getHeader('sec-websocket-protocol');
       const secExtensions = req.getHeader('sec-websocket-extensions');
       const origin = req.getHeader('origin') || undefined;
+      const address = rt.addressOf(res, req.getHeader('x-forwarded-for'));
       const q = new URLSearchParams(req.getQuery() ?? '');
       let aborted = false;
-      res.onAborted(() => (aborted = true));
+      let release = () => {};
+      res.onAborted(() => {
+        aborted = true;
+        release();
+      });
       admission.add(async () => {
         if (aborted) return;
         const rid = requestId();
         try {
           rt.origins.check(origin);
+          release = rt.held.take(address);
           const bearer = bearerToken(header);
           const key = bearer ?? q.get('token') ?? '';
           if (!key) throw new AppError('AUTH_KEY_MISSING');
@@ -330,8 +338,9 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
           if (aborted) return;
-          res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt }, secKey, secProtocol, secExtensions, context));
+          res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt, release }, secKey, secProtocol, secExtensions, context));
         } catch (e) {
+          release();
           if (aborted) return;
           const err = clientError(e);
           if (err.hidden) rt.log.error({ err: e, request_id: rid }, 'websocket upgrade failed');
@@ -358,6 +367,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
     },
     close: (ws) => {
       const d = ws.getUserData();
+      d.release();
       if (!d.conn) return;
       d.conn.closedByPeer();
       rt.hub.detach(d.conn);
