@@ -8,6 +8,7 @@ import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
 import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
+import { assertUnrestricted } from './auth/standing.js';
 import { withAuthGeneration } from './auth/generation.js';
 import { indexOpenTasksOnce } from './signals/open-tasks.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
@@ -191,6 +192,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     links,
     log,
     origins: new Origins(links, config.allowedOrigins),
+    unscoped: (p: Principal) => assertUnrestricted(p.key),
     authenticate: async (h, admin, requestId) => {
       const p: Principal = { ...(await authenticate(store, h, admin)), requestId };
       await limits.consume(p);

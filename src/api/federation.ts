@@ -16,6 +16,7 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     method: 'post',
     path: '/federation/trust',
     auth: 'admin',
+    unscoped: true,
     idempotent: true,
     body: TrustBody,
     invalid: 'DISC_VALIDATION_FAILED',

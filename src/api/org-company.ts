@@ -35,13 +35,13 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
   { method: 'post', path: '/org/company/memberships', auth: 'admin', idempotent: true, body: MembershipCreate, invalid: orgInvalid, handler: async (r) => ({ status: 201, data: await memberships.create(r.body.identity_id) }) },
   { method: 'patch', path: '/org/company/memberships/:id/status', auth: 'admin', body: MembershipStatus, invalid: orgInvalid, handler: async (r) => ({ data: await memberships.setStatus(r.params.id, r.body.status) }) },
   { method: 'patch', path: '/org/company/memberships/:id/claw-type', auth: 'admin', body: ClawType, invalid: orgInvalid, handler: async (r) => ({ data: await memberships.setClawType(r.params.id, r.body.claw_type) }) },
-  { method: 'post', path: '/org/company/peers', auth: 'admin', idempotent: true, body: PeerCreate, invalid, handler: async (r) => ({ status: 201, data: await peers.create(r.principal.identity.id, r.body) }) },
+  { method: 'post', path: '/org/company/peers', auth: 'admin', unscoped: true, idempotent: true, body: PeerCreate, invalid, handler: async (r) => ({ status: 201, data: await peers.create(r.principal.identity.id, r.body) }) },
   { method: 'get', path: '/org/company/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
   { method: 'get', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.get(r.params.id) }) },
   { method: 'del', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.remove(r.params.id) }) },
-  { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
+  { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', unscoped: true, body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   // the answer that issues the secret: the only read of it (docs/federation.md)
-  { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
+  { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', unscoped: true, body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
   { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await federationOut.withDeliveries(await peers.list(r.query.status)) }) },
   {
     method: 'get',

@@ -49,3 +49,13 @@ export function assertWithin(grantor: Standing, granted: Standing): void {
 
 /** The first restricted dimension of a standing, or undefined when it is unrestricted. */
 export const restriction = (s: Standing): Dimension | undefined => lists(s).find(([, l]) => l.length)?.[0];
+
+/**
+ * Refuses a narrowed credential on a route that grants what no key scope bounds (a peer's trust and its
+ * allowed scopes, a webhook's stream of every event): only an unrestricted credential may hand those out.
+ */
+export function assertUnrestricted(k: Pick<ApiKey, 'permissions' | 'ring_scopes'>): void {
+  const dim = restriction(standingOf(k));
+  if (dim) throw new AppError('AUTH_SCOPE_DENIED', `A key narrowed by ${dim} cannot grant what no key scope bounds (a peer's trust, a webhook's events)`, { scope: dim });
+}
+

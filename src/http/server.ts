@@ -93,10 +93,14 @@ export interface Route<P = any> {
   mints?: boolean;
   /** a public route no client address budget applies to (probes, documents, signed share links) */
   unlimited?: boolean;
+  /** grants what no key scope bounds (a peer's trust, a webhook's events): a narrowed key is refused (FrontEndOptions.unscoped) */
+  unscoped?: boolean;
   handler(req: Request<P>): Promise<Reply> | Reply;
 }
 
 export interface FrontEndOptions<P> {
+  /** refuses a principal whose key is narrowed by any scope, on an `unscoped` route */
+  unscoped?(principal: P): void;
   bodyLimit: number;
   uploadLimit: number;
   links: Links;
@@ -181,6 +185,7 @@ export class FrontEnd<P> {
       const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
       if (keyless && r.auth !== 'proof' && !r.unlimited && this.opts.publicBudget) budget = await this.opts.publicBudget(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
+      if (r.unscoped && principal) this.opts.unscoped?.(principal);
       if (stream?.errored) throw stream.errored;
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });

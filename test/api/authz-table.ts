@@ -96,6 +96,8 @@ const PUBLIC = { scope: none(PUBLIC_SCOPE), other: none('public: answers anyone 
 const ADMIN_SCOPE = 'admin only: key scopes narrow signals and memories, not administration; the keys and wallet bindings an admin key grants stay inside its own scopes (keys minted: test/api/authz-keys-minted.test.ts)';
 /** an admin route over org-level records (no identity owns them); a member is refused by the sweep */
 const ADMIN = { scope: none(ADMIN_SCOPE), other: none('admin only (AUTH_ADMIN_REQUIRED, swept) over org-level records no identity owns') };
+/** an admin route that grants what no key scope bounds: a scoped admin key is refused too (test/api/identity-keys-minted.test.ts) */
+const ADMIN_GRANT = { scope: none('admin only, and an admin key narrowed by any scope is refused AUTH_SCOPE_DENIED: it grants what no key scope bounds (route flag `unscoped`; test/api/identity-keys-minted.test.ts, "grants nothing no key scope bounds")'), other: ADMIN.other };
 /** an admin route naming another identity's resource: a member naming other's real id is refused */
 const adminOver = (r: (f: Fx) => Req) => ({ scope: none(ADMIN_SCOPE), other: [refused(r, 403, 'AUTH_ADMIN_REQUIRED')] });
 const ORG_READ = { scope: none('org structure is not key-scoped: scopes narrow signals and memories'), other: none('org records every member reads') };
@@ -275,20 +277,20 @@ export const ROUTES: Record<string, Row> = {
   'POST /org/company/memberships': adminOver((f) => post('/org/company/memberships', { identity_id: f.other.id })),
   'PATCH /org/company/memberships/:id/status': adminOver((f) => req('PATCH', `/org/company/memberships/${f.otherMembership}/status`, { status: 'suspended' })),
   'PATCH /org/company/memberships/:id/claw-type': adminOver((f) => req('PATCH', `/org/company/memberships/${f.otherMembership}/claw-type`, { claw_type: 'observer' })),
-  'POST /org/company/peers': ADMIN,
+  'POST /org/company/peers': ADMIN_GRANT,
   'GET /org/company/peers': ADMIN,
   'GET /org/company/peers/:id': ADMIN,
   'DELETE /org/company/peers/:id': ADMIN,
-  'PATCH /org/company/peers/:id/status': ADMIN,
-  'POST /org/company/peers/:id/establish': ADMIN,
+  'PATCH /org/company/peers/:id/status': ADMIN_GRANT,
+  'POST /org/company/peers/:id/establish': ADMIN_GRANT,
   'GET /admin/peers': ADMIN,
   'GET /discovery': { scope: none('the org directory is not key-scoped'), other: none('the directory every member reads') },
   'GET /admin/policy': ADMIN,
   'GET /admin/config': ADMIN,
-  'POST /admin/webhooks': ADMIN,
+  'POST /admin/webhooks': ADMIN_GRANT,
   'GET /admin/webhooks': ADMIN,
   'GET /admin/webhooks/:id': ADMIN,
-  'PATCH /admin/webhooks/:id': ADMIN,
+  'PATCH /admin/webhooks/:id': ADMIN_GRANT,
   'DELETE /admin/webhooks/:id': ADMIN,
   'GET /admin/webhooks/:id/deliveries': ADMIN,
   'POST /admin/webhooks/deliveries/:id/replay': ADMIN,
@@ -301,7 +303,7 @@ export const ROUTES: Record<string, Row> = {
   'POST /reservations/:id/release': { scope: none('paths are not key-scoped'), other: [refused((f) => post(`/reservations/${f.reservation}/release`), 403, 'RESERVATION_NOT_HOLDER')] },
   'POST /reservations/:id/force-release': { scope: none('paths are not key-scoped'), other: [refused((f) => post(`/reservations/${f.reservation}/force-release`), 403, 'RESERVATION_FORCE_DENIED')] },
 
-  'POST /federation/trust': ADMIN,
+  'POST /federation/trust': ADMIN_GRANT,
   'GET /federation/trust': ADMIN,
   // the proof routes are called as the trusted peer (signed), never with a key
   'POST /federation/deliver': {

@@ -223,5 +223,28 @@ for (const backend of BACKENDS) {
       expectError(await narrow.post(`/admin/identity/${red.identity.id}/rebind-wallet`, { permissions: { signal_types: [] } }), 403, 'AUTH_SCOPE_DENIED');
       expect(expectOk(await narrow.post(`/admin/identity/${red.identity.id}/rebind-wallet`)).binding.standing.permissions).toEqual(SCOPED);
     });
+
+    it('a scoped admin key grants nothing no key scope bounds: no peer trust, no webhook; an unscoped admin key does', async () => {
+      const admin = await join(root.client, 'scoped-grantor');
+      expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));
+      const narrow = anon.as((await keyFor(admin.id, { permissions: SCOPED })).api_key);
+      const peer = expectOk(await root.client.post('/org/company/peers', { name: 'granted-peer', endpoint: 'https://granted.example' }), 201);
+      const hook = expectOk(await root.client.post('/admin/webhooks', { url: 'https://hooks.example/in', events: ['signal.emitted'] }), 201);
+      const refusedOn: [string, string, unknown][] = [
+        ['POST', '/federation/trust', { name: 'by-narrow', endpoint: 'https://narrow.example', allowed_scopes: ['task'] }],
+        ['POST', '/org/company/peers', { name: 'by-narrow-2', endpoint: 'https://narrow2.example' }],
+        ['POST', `/org/company/peers/${peer.id}/establish`, {}],
+        ['PATCH', `/org/company/peers/${peer.id}/status`, { status: 'suspended' }],
+        ['POST', '/admin/webhooks', { url: 'https://hooks.example/narrow', events: ['memory.stored'] }],
+        ['PATCH', `/admin/webhooks/${hook.id}`, { events: ['memory.stored'] }],
+      ];
+      for (const [method, path, body] of refusedOn) expectError(await narrow.req(method, path, body), 403, 'AUTH_SCOPE_DENIED');
+      expect((expectOk(await root.client.get('/admin/webhooks')) as any[]).map((w) => w.url)).not.toContain('https://hooks.example/narrow');
+      expect(expectOk(await root.client.get(`/admin/webhooks/${hook.id}`)).events).toEqual(['signal.emitted']);
+      // the same admin with an unscoped key may
+      const whole = anon.as((await keyFor(admin.id)).api_key);
+      expectOk(await whole.post('/federation/trust', { name: 'by-whole', endpoint: 'https://whole.example' }), 201);
+      expectOk(await whole.req('PATCH', `/admin/webhooks/${hook.id}`, { events: ['memory.stored'] }));
+    });
   });
 }
