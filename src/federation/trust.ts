@@ -9,6 +9,8 @@ import { AppError } from '../errors.js';
 import { now } from '../clock.js';
 import { peerView, type PeerCreate, type Peers } from '../org/peers.js';
 import type { ActorRecord } from '../runtime/runtime.js';
+import { newId } from '../ids.js';
+import { committedEffect } from '../store/idempotency.js';
 
 /** A trust created without `expires_in` lasts this long. */
 export const DEFAULT_TRUST_S = 30 * 24 * 3600;
@@ -55,22 +57,24 @@ export class Trust {
 
   /** A new peer with a fresh secret, active at once. */
   async create(by: string, body: TrustCreate): Promise<TrustIssued> {
-    return issued(await this.peers.createTrusted(by, body, { shared_secret: newSecret(), expires_at: expiry(body.expires_in) }));
+    return committedEffect<TrustIssued>() ?? issued(await this.peers.createTrusted(by, body, { shared_secret: newSecret(), expires_at: expiry(body.expires_in) }, newId(), issued));
   }
 
   /** The other side of a trust issued by the peer: stored under its `peer_id`; an existing peer takes the new secret. */
   async record(by: string, body: TrustRecord): Promise<TrustIssued> {
+    const done = committedEffect<TrustIssued>();
+    if (done) return done;
     const at = Date.parse(body.expires_at);
     if (Number.isNaN(at) || at <= now()) throw new AppError('DISC_VALIDATION_FAILED', 'expires_at must be a future date-time', { field: 'expires_at', reason: 'format' });
     const trust = { shared_secret: body.shared_secret, expires_at: new Date(at).toISOString() };
     const cur = await this.peers.record(body.peer_id);
-    if (cur) return issued(await this.peers.establish(body.peer_id, by, trust));
-    return issued(await this.peers.createTrusted(by, body, trust, body.peer_id));
+    if (cur) return issued(await this.peers.establish(body.peer_id, by, trust, issued));
+    return issued(await this.peers.createTrusted(by, body, trust, body.peer_id, issued));
   }
 
   /** POST /org/company/peers/:id/establish: a fresh secret for a registered peer (pending or active). */
   async establish(peerId: string, by: string, expiresIn?: number): Promise<TrustIssued> {
-    return issued(await this.peers.establish(peerId, by, { shared_secret: newSecret(), expires_at: expiry(expiresIn) }));
+    return issued(await this.peers.establish(peerId, by, { shared_secret: newSecret(), expires_at: expiry(expiresIn) }, issued));
   }
 
   async list(): Promise<{ active_peers: number; peers: { id: string; name: string; endpoint: string; has_trust: boolean; expires_at: string | null }[] }> {

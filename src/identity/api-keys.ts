@@ -4,6 +4,7 @@ import { iso } from '../clock.js';
 import { emptyPermissions, issueKey } from '../auth/keys.js';
 import { standingOf } from '../auth/standing.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { loadAll } from '../store/scan.js';
 import type { Op, Store } from '../store/port.js';
 import { auditOps } from '../audit/audit.js';
@@ -21,6 +22,8 @@ export class ApiKeys {
   constructor(private rt: Runtime) {}
 
   async create(admin: Principal, body: KeyCreate) {
+    const done = committedEffect<ReturnType<typeof publicKey> & { api_key: string }>();
+    if (done) return done;
     const owner = body.owner ?? admin.identity.id;
     if (!(await this.rt.store.get(keys.identity(owner)))) throw new AppError('IDENTITY_NOT_FOUND');
     const key = issueKey(owner, standingOf(admin.key), {
@@ -30,9 +33,11 @@ export class ApiKeys {
       rate_limit: body.rate_limit ?? null,
     });
     const audit = auditOps({ actor: admin.identity.id, action: 'api_key.create', target: key.record.id, requestId: admin.requestId, details: { owner } });
-    const res = await this.rt.store.commit([...key.ops, ...audit]);
+    const answer = { api_key: key.plain, ...publicKey(key.record) };
+    const res = await this.rt.store.commit([...key.ops, ...audit, ...effectOps(answer)]);
+    refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'key id collision');
-    return { api_key: key.plain, ...publicKey(key.record) };
+    return answer;
   }
 
   async list() {
@@ -55,6 +60,8 @@ export class ApiKeys {
    * old key bound stays bound, by the new one.
    */
   async rotate(admin: Principal, id: string) {
+    const done = committedEffect<{ api_key: string; id: string }>();
+    if (done) return done;
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
       if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
@@ -62,13 +69,15 @@ export class ApiKeys {
       if (k.revoked) throw new AppError('POLICY_DENIED', 'A revoked key cannot be rotated; create a new key instead');
       const fresh = issueKey(k.owner, standingOf(admin.key), { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit, wallet: k.wallet, parent: k.parent });
       const moved = await rebindOps(this.rt.store, k, fresh.record.id);
+      const result = { api_key: fresh.plain, id: fresh.record.id };
       return {
-        result: { api_key: fresh.plain, id: fresh.record.id },
+        result,
         ops: [
           { op: 'put' as const, key: keys.apiKey(id), value: { ...k, revoked: true, updated_at: iso() }, expect: cur.version },
           ...fresh.ops,
           ...moved,
           ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id, ...(moved.length ? { wallet_binding_moved: true } : {}) } }),
+          ...effectOps(result),
         ],
       };
     });

@@ -9,6 +9,7 @@ import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
 import type { Acl, Places } from './acl.js';
 import { isLive, memoryIndexes, memoryKeys, memoryView, type Memory, type MemoryRecord } from './model.js';
@@ -60,6 +61,8 @@ export class Graph {
 
   async relate(p: Principal, b: EdgeBody & { from_id: string; to_id: string; relation: string }): Promise<Edge> {
     if (b.from_id === b.to_id) throw new AppError('GRAPH_SELF_REFERENCE', 'An edge needs two different memories', { field: 'to_id' });
+    const done = committedEffect<Edge>();
+    if (done) return done;
     const from = await this.memories.readable(p, b.from_id, 'GRAPH_MEMORY_NOT_FOUND');
     await this.memories.readable(p, b.to_id, 'GRAPH_MEMORY_NOT_FOUND');
     await this.writable(p, from);
@@ -78,11 +81,14 @@ export class Graph {
       updated_at: t,
     };
     checkWindow(edge);
-    await this.rt.store.commit([
+    const res = await this.rt.store.commit([
       { op: 'put', key: memoryKeys.edge(edge.id), value: edge, expect: 0 },
       { op: 'index', index: memoryIndexes.edgesFrom(edge.from_id), member: edge.id },
       { op: 'index', index: memoryIndexes.edgesTo(edge.to_id), member: edge.id },
+      ...effectOps(edge),
     ]);
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'edge id collision');
     return edge;
   }
 

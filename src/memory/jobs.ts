@@ -17,6 +17,7 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
 import { checkDepth, compile } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
@@ -88,6 +89,8 @@ export class Jobs {
   ) {}
 
   async create(p: Principal, kind: JobKind, given: { namespace?: string; ndjson?: string; artifact_id?: string }): Promise<ReturnType<typeof jobView>> {
+    const done = committedEffect<ReturnType<typeof jobView>>();
+    if (done) return done;
     const params = kind === 'import' ? { ndjson: await this.importText(p, given) } : given;
     const namespace = params.namespace !== undefined ? canonicalNamespace(params.namespace) : null;
     const store = this.rt.store;
@@ -104,7 +107,9 @@ export class Jobs {
         counts: {}, errors: [], result: null, lease_until: 0, created_by: p.identity.id, created_at: t, updated_at: t,
       },
     };
-    await store.commit(this.rt.createOps(MEMORY_JOB, id, record));
+    const res = await store.commit([...this.rt.createOps(MEMORY_JOB, id, record), ...effectOps(jobView(record))]);
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'job id collision');
     void this.poll();
     return jobView(record);
   }

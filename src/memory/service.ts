@@ -14,6 +14,7 @@ import type { Principal } from '../identity/model.js';
 import { eventOp, type EventAudience } from '../journal/journal.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps } from '../store/idempotency.js';
 import type { Op, Store } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
 import type { Hit, VectorDoc, VectorFilter, VectorIndex } from '../vector/port.js';
@@ -151,6 +152,8 @@ export class Memories {
 
   async store(p: Principal, b: StoreBody): Promise<{ memory: Memory; created: boolean }> {
     const namespace = await this.acl.assertWrite(p, b.namespace);
+    const done = committedEffect<{ memory: Memory; created: boolean }>();
+    if (done) return done;
     if (b.expires_at !== undefined && Date.parse(b.expires_at) <= now()) throw new AppError('MEMORY_VALIDATION_FAILED', 'expires_at must be in the future', { field: 'expires_at', reason: 'past' });
     const given = this.vectorOf(b.embedding);
     const vector = given ?? (await this.embedContent(b.content));
@@ -182,13 +185,15 @@ export class Memories {
       embedding: vector ? toBase64(vector) : null,
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
-    await this.insert(rec, await this.acl.audienceOf(namespace));
-    return { memory: memoryView(rec), created: true };
+    const answer = { memory: memoryView(rec), created: true };
+    await this.insert(rec, await this.acl.audienceOf(namespace), undefined, answer);
+    return answer;
   }
 
   /** Commits a new memory with its indexes and the namespace count (the quota), and `memory.stored` when an audience is given, then indexes it. False when the id exists. */
   /** `alias`: a unique record claimed in the same commit (an imported line's foreign id); taken, nothing is written. */
-  private async insert(rec: MemoryRecord, audience?: EventAudience, alias?: string): Promise<boolean> {
+  /** `answer`: what the request answers for it, committed with it (an Idempotency-Key's effect). */
+  private async insert(rec: MemoryRecord, audience?: EventAudience, alias?: string, answer?: unknown): Promise<boolean> {
     const namespace = rec.namespace;
     const created = await this.rt.retry(async () => {
       const nsKey = memoryKeys.namespace(namespace);
@@ -207,6 +212,7 @@ export class Memories {
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
           ...(audience ? [memoryEvent('memory.stored', rec, audience)] : []),
           ...(alias ? [{ op: 'put', key: alias, value: { id: rec.id }, expect: 0 } as Op] : []),
+          ...(answer !== undefined ? effectOps(answer) : []),
         ],
         result: true,
       };

@@ -9,6 +9,7 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Org } from '../org/service.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { canonicalNamespace, type Grants, type Places } from './acl.js';
 import { forEachPage, loadAll, readAll } from '../store/scan.js';
 import type { Op, Store } from '../store/port.js';
@@ -43,6 +44,8 @@ export class Shares implements Grants {
   ) {}
 
   async create(p: Principal, b: ShareBody): Promise<Share> {
+    const done = committedEffect<Share>();
+    if (done) return done;
     if (b.expires_at !== undefined && Date.parse(b.expires_at) <= now()) throw new AppError('MEMORY_VALIDATION_FAILED', 'expires_at must be in the future', { field: 'expires_at', reason: 'past' });
     const share: Share = {
       id: newId(),
@@ -55,7 +58,9 @@ export class Shares implements Grants {
     };
     const place = b.grantee_type === 'role' ? await this.org.roleByName(share.grantee) : b.grantee_type === 'ring' ? await this.org.ringByName(share.grantee) : undefined;
     if (place) share.grantee_id = place.id;
-    await this.rt.store.commit([{ op: 'put', key: memoryKeys.share(share.id), value: share, expect: 0 }, { op: 'index', index: memoryIndexes.shares, member: share.id }, ...shareIndexOps(share)]);
+    const res = await this.rt.store.commit([{ op: 'put', key: memoryKeys.share(share.id), value: share, expect: 0 }, { op: 'index', index: memoryIndexes.shares, member: share.id }, ...shareIndexOps(share), ...effectOps(share)]);
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'share id collision');
     return share;
   }
 

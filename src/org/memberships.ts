@@ -12,6 +12,7 @@ import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import { accessEndedEntry, JOURNAL_LOG, type EventEntry } from '../journal/journal.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 import { forEachPage, scanDesc, type Scanned } from '../store/scan.js';
 import { indexes as identityIndexes, keys, type Company, type Identity, type Membership } from '../identity/model.js';
@@ -99,12 +100,16 @@ export class Memberships {
 
   /** For an identity that has none (one per identity). */
   async create(identityId: string): Promise<Membership> {
+    const done = committedEffect<Membership>();
+    if (done) return done;
     const [identity, existing, company] = await this.store.getMany<unknown>([keys.identity(identityId), actorKey(MEMBERSHIP, identityId), keys.company]);
     if (!identity) throw new AppError('IDENTITY_NOT_FOUND', undefined, { field: 'identity_id' });
     if (existing) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
     if (!company) throw new AppError('ORG_NOT_FOUND');
     const { rec, ops } = membershipCreate((identity.value as Identity).id, company.value as Company);
-    if (!(await this.store.commit(ops)).ok) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
+    const res = await this.store.commit([...ops, ...effectOps(membershipView(rec))]);
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
     return membershipView(rec);
   }
 

@@ -8,6 +8,7 @@ import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
 import { actorKey } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
 import { readAll } from '../store/scan.js';
 
@@ -60,24 +61,29 @@ export interface PeerTrust {
   expires_at: string;
 }
 
+/** what a request creating or establishing a peer answers for its record */
+type Answer = (rec: ActorRecord<PeerContext>) => unknown;
+
 export class Peers {
   constructor(private rt: Runtime) {}
 
   async create(by: string, body: PeerCreate): Promise<Peer> {
-    return peerView(await this.insert(by, body, newId()));
+    return committedEffect<Peer>() ?? peerView(await this.insert(by, body, newId(), peerView));
   }
 
   /** A peer created with its trust, active at once; `id` is given when recording the other side of a trust. */
-  async createTrusted(by: string, body: PeerCreate, trust: PeerTrust, id: string = newId()): Promise<ActorRecord<PeerContext>> {
-    return this.insert(by, body, id, trust);
+  async createTrusted(by: string, body: PeerCreate, trust: PeerTrust, id: string, answer: Answer): Promise<ActorRecord<PeerContext>> {
+    return this.insert(by, body, id, answer, trust);
   }
 
-  private async insert(by: string, body: PeerCreate, id: string, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
+  /** `answer`: what the request answers for the new peer, committed with it (an Idempotency-Key's effect) */
+  private async insert(by: string, body: PeerCreate, id: string, answer: Answer, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
     const endpoint = normalEndpoint(body.endpoint);
     const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], created_by: by, created_at: iso() };
     const rec = trust ? newTrustedPeer(fields, trust) : newPeer(fields);
-    const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec)]);
+    const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec), ...effectOps(answer(rec))]);
     if (res.ok) return rec;
+    refuseLostClaim(res);
     if (res.conflict === endpointKey(endpoint)) throw new AppError('DISC_PEER_DUPLICATE', `A peer with endpoint ${endpoint} exists`, { field: 'endpoint' });
     throw new AppError('DISC_PEER_DUPLICATE', `A peer with id ${id} exists`, { field: 'peer_id' });
   }
@@ -106,8 +112,8 @@ export class Peers {
   }
 
   /** Records a trust (a new secret, or the other side's) on an existing peer; a pending peer becomes active. */
-  async establish(id: string, by: string, trust: PeerTrust): Promise<ActorRecord<PeerContext>> {
-    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by, ...trust });
+  async establish(id: string, by: string, trust: PeerTrust, answer: Answer): Promise<ActorRecord<PeerContext>> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by, ...trust }, { extra: (rec) => effectOps(answer(rec)) });
     return done!.record;
   }
 

@@ -225,6 +225,7 @@ export class Runtime {
       }
       const lost = claimed.find((u) => u.key === res.conflict);
       if (lost) throw new AppError(lost.code);
+      refuseLostClaim(res);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }

@@ -4,6 +4,7 @@ import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { loadAll, scanDesc, type Scanned } from '../store/scan.js';
 import { isIP } from 'node:net';
 import { isPrivateAddress } from './address.js';
@@ -60,6 +61,8 @@ export class Webhooks {
 
   /** The answer carries the secret: the only time it is shown. */
   async create(by: string, body: Required<Pick<WebhookBody, 'url' | 'events'>> & WebhookBody): Promise<ReturnType<typeof webhookView> & { secret: string }> {
+    const done = committedEffect<ReturnType<typeof webhookView> & { secret: string }>();
+    if (done) return done;
     const t = iso();
     const since = Object.fromEntries(await Promise.all(OUTBOX_LOGS.map(async (l) => [l, await this.store.lastSeq(l)] as const)));
     const w: Webhook = {
@@ -74,11 +77,15 @@ export class Webhooks {
       created_at: t,
       updated_at: t,
     };
-    await this.store.commit([
+    const answer = { ...webhookView(w), secret: w.secret };
+    const res = await this.store.commit([
       { op: 'put', key: webhookKeys.webhook(w.id), value: w, expect: 0 },
       { op: 'index', index: webhookIndexes.all, member: w.id },
+      ...effectOps(answer),
     ]);
-    return { ...webhookView(w), secret: w.secret };
+    refuseLostClaim(res);
+    if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'webhook id collision');
+    return answer;
   }
 
   async list() {
@@ -137,7 +144,9 @@ export class Webhooks {
   }
 
   async replay(deliveryId: string): Promise<Delivery> {
-    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' });
+    const replayed = committedEffect<Delivery>();
+    if (replayed) return replayed;
+    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' }, { extra: (rec) => effectOps(deliveryView(rec)) });
     return deliveryView(done!.record);
   }
 }

@@ -131,6 +131,8 @@ export class Workstreams {
   /** Links a resource that exists and the caller may see; linking it again changes nothing. */
   async link(p: Principal, id: string, kind: LinkKind, targetId: string): Promise<Workstream> {
     requireMember(p);
+    const done = committedEffect<Workstream>();
+    if (done) return done;
     await this.load(id);
     if (kind === 'workstream' && targetId === id) throw new AppError('WORKSTREAM_VALIDATION_FAILED', 'A workstream cannot link itself', { field: 'id' });
     const resolve = this.resolvers.get(kind);
@@ -142,7 +144,7 @@ export class Workstreams {
       if (cur.value.links.length >= MAX_LINKS) throw new AppError('WORKSTREAM_VALIDATION_FAILED', `A workstream holds at most ${MAX_LINKS} links`, { field: 'links' });
       const t = iso();
       const next: Workstream = { ...cur.value, links: [...cur.value.links, { kind, id: targetId, linked_by: p.identity.id, linked_at: t }], updated_at: t };
-      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next)] };
+      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next), ...effectOps(next)] };
     });
   }
 
