@@ -45,6 +45,20 @@ export async function listAll(client: Client, limit = 100): Promise<any[]> {
   throw new Error('signal list did not end within 1000 pages');
 }
 
+/** Every signal of a thread in thread order, walking GET /thread/:id's pages to the end. */
+export async function threadAll(client: Client, id: string): Promise<any[]> {
+  const out: any[] = [];
+  let after: string | null = null;
+  for (let page = 0; page < 1000; page++) {
+    const r: Res = await client.get(`/thread/${id}?limit=100${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    out.push(...r.body.data.signals);
+    if (!r.body.data.has_more) return out;
+    after = r.body.data.cursor;
+  }
+  throw new Error('thread did not end within 1000 pages');
+}
+
 /** One signal as GET /signals/list shows it (walks pages until found). */
 export async function findSignal(client: Client, id: string): Promise<any | undefined> {
   return (await listAll(client)).find((s) => s.id === id);

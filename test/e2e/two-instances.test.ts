@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
-import { expectError, expectOk, findSignal } from '../api/support.js';
+import { expectError, findSignal, threadAll } from '../api/support.js';
 
 describe('two instances on one Redis', () => {
   const servers = serversOn('redis');
@@ -65,7 +65,7 @@ describe('two instances on one Redis', () => {
     expect(results.filter((r) => r.status !== 201).map((r) => r.body)).toEqual([]);
     expect(results.map((r) => r.body.data.sequence).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     for (const c of [rootOnA, rootOnB]) {
-      const thread = expectOk(await c.get(`/thread/${top.body.data.id}`)).signals;
+      const thread = await threadAll(c, top.body.data.id);
       expect(thread.map((s: any) => s.sequence)).toEqual(Array.from({ length: 201 }, (_, i) => i));
     }
   }, 60_000);
