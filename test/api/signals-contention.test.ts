@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { bootstrap, join } from '../helpers/client.js';
 import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
-import { emitOk, expectOk } from './support.js';
+import { emitOk, threadAll } from './support.js';
 
 const REPLIES = 200;
 
@@ -25,7 +25,7 @@ describe.each(CORE_BACKENDS)('thread contention on %s', (backend) => {
     expect(results.filter((r) => r.status !== 201).map((r) => r.body)).toEqual([]);
     const seqs = [first, ...results.map((r) => r.body.data)].map((s) => s.sequence).sort((a, b) => a - b);
     expect(seqs).toEqual(Array.from({ length: REPLIES }, (_, i) => i + 1));
-    const thread = expectOk(await root.client.get(`/thread/${top.id}`)).signals;
+    const thread = await threadAll(root.client, top.id);
     expect(thread.map((s: any) => s.sequence)).toEqual(Array.from({ length: REPLIES + 1 }, (_, i) => i));
   }, 60_000);
 });
