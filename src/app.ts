@@ -248,7 +248,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     async close() {
       front.close();
       await mcp.close();
-      presence.stop();
+      await presence.stop();
       sender.stop();
       federationOut.stop();
       await dispatcher.stop();

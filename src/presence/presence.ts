@@ -59,6 +59,8 @@ export class Presence {
   /** identity → open connections in this process: bounded by the connections themselves */
   private open = new Map<string, number>();
   private beat: NodeJS.Timeout;
+  private stopped = false;
+  private writing = new Set<Promise<boolean>>();
   private now: () => number;
   private elapsed: () => number;
   private maxTracked: number;
@@ -88,8 +90,12 @@ export class Presence {
   async touch(identityId: string, force = false): Promise<void> {
     const e = this.elapsed();
     if (!force && e - (this.written.get(identityId) ?? -Infinity) < TOUCH_EVERY_MS) return;
+    if (this.stopped) return;
     this.remember(identityId, e);
-    if (!(await this.writeSeen(identityId).catch(() => false))) this.written.delete(identityId);
+    const write = this.writeSeen(identityId).catch(() => false);
+    this.writing.add(write);
+    if (!(await write)) this.written.delete(identityId);
+    this.writing.delete(write);
   }
 
   /** Writes seen:<id>, moving an agent's member of the last-seen index in the same commit. */
@@ -143,8 +149,11 @@ export class Presence {
     return { total, active, idle, disconnected: total - active - idle };
   }
 
-  stop(): void {
+  /** Stops touching and waits for the writes under way: they read the store, which closes next. */
+  async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.beat);
+    await Promise.allSettled(this.writing);
   }
 }
 

@@ -29,8 +29,8 @@ describe('presence', () => {
     dir = await tempDir('presence-');
     store = await openEmbeddedStore(dir);
   });
-  afterEach(() => {
-    made.splice(0).forEach((p) => p.stop());
+  afterEach(async () => {
+    await Promise.all(made.splice(0).map((p) => p.stop()));
     scanLimits.pageSize = 1000;
   });
   afterAll(async () => {
