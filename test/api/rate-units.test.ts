@@ -9,7 +9,7 @@ import WebSocket from 'ws';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { limited } from '../helpers/limits.js';
 import { BACKENDS, serversOn, startServer, type Started } from '../helpers/server.js';
-import { expectOk } from './support.js';
+import { expectOk, waitFor } from './support.js';
 
 async function post(url: string, path: string, key: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
@@ -145,6 +145,9 @@ for (const backend of BACKENDS) {
       expect(seven).toMatchObject({ status: 429, remaining: '0' });
       expect(seven.body.error.code).toBe('RATE_LIMIT_EXCEEDED');
       expect(Number(seven.retryAfter)).toBeGreaterThanOrEqual(1);
+      // the first import ran, with the admin's own key (its budget unlimited)
+      const job = await waitFor('the import to complete', async () => expectOk(await root.client.get(`/memory/admin/import/${four.body.data.id}`)), (j) => j.state !== 'running', 30_000);
+      expect(job).toMatchObject({ state: 'completed', progress: { total: 4 } });
     });
 
     // two instances share a store on Redis only
