@@ -52,7 +52,7 @@ import { Discovery } from './org/discovery.js';
 import { Peers, peerKind } from './org/peers.js';
 import { Memberships, membershipKind, migrateLegacyMemberships } from './org/memberships.js';
 import { Org } from './org/service.js';
-import { Presence } from './presence/presence.js';
+import { indexAgentsOnce, Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
 import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
@@ -112,6 +112,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.register(reservationKind);
   const openTasks = await indexOpenTasksOnce(store);
   if (openTasks) log.info({ open_tasks: openTasks }, 'open tasks of an older data dir indexed for workflow.next');
+  const agents = await indexAgentsOnce(store);
+  if (agents) log.info({ agents }, 'agents of an older data dir indexed for the liveness counts');
   const migrated = await migrateLegacyMemberships(runtime);
   if (migrated) log.info({ migrated }, 'legacy membership records moved to the membership actor');
   const org = new Org(runtime);
@@ -248,7 +250,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     async close() {
       front.close();
       await mcp.close();
-      presence.stop();
+      await presence.stop();
       sender.stop();
       federationOut.stop();
       await dispatcher.stop();

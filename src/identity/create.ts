@@ -7,6 +7,7 @@ import { issueKey } from '../auth/keys.js';
 import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import { membershipCreateOps } from '../org/memberships.js';
 import type { Standing } from '../auth/standing.js';
+import { presenceIndexes } from '../presence/presence.js';
 import { indexes, keys, type Company, type Identity, type WalletBinding } from './model.js';
 
 export interface NewIdentity {
@@ -61,6 +62,7 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
     { op: 'put', key: keys.identity(identity.id), value: identity, expect: 0 },
     { op: 'put', key: keys.identityName(identity.name), value: { id: identity.id }, expect: 0 },
     { op: 'index', index: indexes.identities, member: identity.id },
+    ...(identity.type === 'agent' ? [{ op: 'index' as const, index: presenceIndexes.agents, member: identity.id }] : []),
     ...membershipCreateOps(identity.id, org, now),
     ...(key?.ops ?? []),
     // the outbox: webhooks hear of the join from the commit that made it

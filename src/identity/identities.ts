@@ -3,7 +3,7 @@ import { membershipLeaveOps } from '../org/memberships.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import type { Org } from '../org/service.js';
-import type { Presence } from '../presence/presence.js';
+import { agentOps, readSeen, type Presence } from '../presence/presence.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
 import { scanDesc, type Scanned } from '../store/scan.js';
@@ -73,6 +73,7 @@ export class Identities {
         if (await this.store.get(keys.identityName(next.name))) throw new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${next.name}" exists`, { field: 'name', reason: 'taken' });
         ops.push({ op: 'del', key: keys.identityName(old.name) }, { op: 'put', key: keys.identityName(next.name), value: { id }, expect: 0 });
       }
+      if ((next.type === 'agent') !== (old.type === 'agent')) ops.push(...agentOps(id, next.type === 'agent', await readSeen(this.store, id)));
       if (next.is_admin && !old.is_admin) assertMayMakeAdmin(admin);
       if (next.is_admin !== old.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => (next.is_admin ? [...ids, id] : ids.filter((x) => x !== id)))));
       const changed = Object.keys(body).filter((k) => JSON.stringify(body[k as keyof IdentityUpdate]) !== JSON.stringify(old[k as keyof Identity]));
@@ -104,6 +105,7 @@ export class Identities {
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));
+      if (identity.type === 'agent') ops.push(...agentOps(id, false, await readSeen(this.store, id)));
       return { result: identity, ops };
     });
     await this.leaveOrg(id, admin);

@@ -98,6 +98,8 @@ export class Jobs {
       kind === 'import'
         ? (params.ndjson ?? '').split('\n').filter((l) => l.trim()).length
         : await store.count(namespace !== null ? memoryIndexes.byNamespace(namespace) : memoryIndexes.all);
+    // an import spends a unit of the key's budget per line, as a batch emit does per signal (the request's own pays the first)
+    if (kind === 'import') await p.spend?.(total);
     const t = iso();
     const id = newId();
     const record: ActorRecord<JobContext> = {

@@ -126,7 +126,12 @@ export function openApi(table: Route[]) {
       description: 'Server-sent events of signals (docs/realtime.md); the API key comes in the token query parameter',
       security: [{ tokenQuery: [] }],
       parameters: ['token', 'type', 'ring', 'last_event_id'].map((name) => ({ name, in: 'query', required: name === 'token', schema: { type: 'string' } })),
-      responses: { 200: { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } } },
+      responses: {
+        200: { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        // opening a stream spends a unit of the key's budget (docs/auth.md, Rate limits)
+        429: { description: 'RATE_LIMIT_EXCEEDED', content: { 'application/json': { schema: ErrorEnvelope(['RATE_LIMIT_EXCEEDED']) } } },
+      },
+      'x-error-codes': ['RATE_LIMIT_EXCEEDED'],
     },
   };
   return {

@@ -6,7 +6,7 @@
  */
 import { now as clock } from '../clock.js';
 import { indexes, keys, type Identity } from '../identity/model.js';
-import type { Store } from '../store/port.js';
+import type { Op, Store, Versioned } from '../store/port.js';
 import { forEachPage } from '../store/scan.js';
 
 export const ACTIVE_MS = 5 * 60_000;
@@ -14,6 +14,29 @@ export const IDLE_MS = 30 * 60_000;
 const TOUCH_EVERY_MS = 30_000;
 const BEAT_SLICE = 64;
 const seenKey = (id: string) => `seen:${id}`;
+const TRIES = 3;
+
+/**
+ * The agent counts, kept in the commits that change them: `agents` holds the agent identities (identity
+ * create, delete and type change), `agentsSeen` each one's last-seen time as `<at, zero-padded>:<id>`
+ * (every write of `seen:<id>`), so liveness is three index counts, two of them over a time range.
+ */
+export const presenceIndexes = { agents: 'identities:agents', agentsSeen: 'presence:agents-seen' };
+const atMember = (at: number) => String(Math.max(0, Math.floor(at))).padStart(16, '0');
+const seenMember = (at: number, id: string) => `${atMember(at)}:${id}`;
+type Seen = Versioned<{ at: number }>;
+
+/** Ops that count an identity as an agent or stop counting it; `seen` is its seen record as read, checked so a touch between cannot be missed. */
+export function agentOps(id: string, agent: boolean, seen: Seen | undefined): Op[] {
+  const remove = !agent;
+  return [
+    { op: 'index', index: presenceIndexes.agents, member: id, remove },
+    { op: 'check', key: seenKey(id), expect: seen?.version ?? 0 },
+    ...(seen ? [{ op: 'index' as const, index: presenceIndexes.agentsSeen, member: seenMember(seen.value.at, id), remove }] : []),
+  ];
+}
+
+export const readSeen = (store: Store, id: string) => store.get<{ at: number }>(seenKey(id));
 
 export type Liveness = 'active' | 'idle' | 'disconnected';
 export const livenessOf = (lastSeen: number | undefined, at = clock()): Liveness =>
@@ -36,6 +59,8 @@ export class Presence {
   /** identity → open connections in this process: bounded by the connections themselves */
   private open = new Map<string, number>();
   private beat: NodeJS.Timeout;
+  private stopped = false;
+  private writing = new Set<Promise<boolean>>();
   private now: () => number;
   private elapsed: () => number;
   private maxTracked: number;
@@ -65,8 +90,28 @@ export class Presence {
   async touch(identityId: string, force = false): Promise<void> {
     const e = this.elapsed();
     if (!force && e - (this.written.get(identityId) ?? -Infinity) < TOUCH_EVERY_MS) return;
+    if (this.stopped) return;
     this.remember(identityId, e);
-    await this.store.commit([{ op: 'put', key: seenKey(identityId), value: { at: this.now() } }]).catch(() => this.written.delete(identityId));
+    const write = this.writeSeen(identityId).catch(() => false);
+    this.writing.add(write);
+    if (!(await write)) this.written.delete(identityId);
+    this.writing.delete(write);
+  }
+
+  /** Writes seen:<id>, moving an agent's member of the last-seen index in the same commit. */
+  private async writeSeen(id: string): Promise<boolean> {
+    for (let i = 0; i < TRIES; i++) {
+      const [seen, identity] = await this.store.getMany<unknown>([seenKey(id), keys.identity(id)]);
+      const at = this.now();
+      const ops: Op[] = [{ op: 'put', key: seenKey(id), value: { at }, expect: seen?.version ?? 0 }];
+      if (identity) ops.push({ op: 'check', key: keys.identity(id), expect: identity.version });
+      if ((identity?.value as Identity | undefined)?.type === 'agent') {
+        if (seen) ops.push({ op: 'index', index: presenceIndexes.agentsSeen, member: seenMember((seen as Seen).value.at, id), remove: true });
+        ops.push({ op: 'index', index: presenceIndexes.agentsSeen, member: seenMember(at, id) });
+      }
+      if ((await this.store.commit(ops)).ok) return true;
+    }
+    return false;
   }
 
   private remember(identityId: string, t: number): void {
@@ -94,22 +139,44 @@ export class Presence {
     return rows.map((r) => r?.value.at);
   }
 
-  /** Liveness of the agent identities, counted over every identity page by page. */
+  /** Liveness of the agent identities: three index counts, however many agents there are. */
   async agents(): Promise<{ total: number; active: number; idle: number; disconnected: number }> {
-    const out = { total: 0, active: 0, idle: 0, disconnected: 0 };
     const t = this.now();
-    await forEachPage(this.store, indexes.identities, async (ids) => {
-      const [identities, seen] = await Promise.all([this.store.getMany<Identity>(ids.map(keys.identity)), this.lastSeen(ids)]);
-      identities.forEach((r, i) => {
-        if (r?.value.type !== 'agent') return;
-        out.total++;
-        out[livenessOf(seen[i], t)]++;
-      });
-    });
-    return out;
+    const [total, active, idle] = await Promise.all([
+      this.store.count(presenceIndexes.agents),
+      // a member sorts after the bare time it starts with, so `gt` keeps a time equal to the bound (see livenessOf)
+      this.store.count(presenceIndexes.agentsSeen, { gt: atMember(t - ACTIVE_MS) }),
+      this.store.count(presenceIndexes.agentsSeen, { gt: atMember(t - IDLE_MS), lt: atMember(t - ACTIVE_MS) }),
+    ]);
+    return { total, active, idle, disconnected: total - active - idle };
   }
 
-  stop(): void {
+  /** Stops touching and waits for the writes under way: they read the store, which closes next. */
+  async stop(): Promise<void> {
+    this.stopped = true;
     clearInterval(this.beat);
+    await Promise.allSettled(this.writing);
   }
+}
+
+const INDEXED = 'migration:agent-liveness-v1';
+
+/** A data dir from before the agent counts: every agent identity is indexed once at startup, each commit checked against its records. */
+export async function indexAgentsOnce(store: Store): Promise<number> {
+  if (await store.get(INDEXED)) return 0;
+  let indexed = 0;
+  await forEachPage(store, indexes.identities, async (ids) => {
+    for (const id of ids) if (await indexAgent(store, id)) indexed++;
+  });
+  await store.commit([{ op: 'put', key: INDEXED, value: { at: new Date().toISOString(), indexed } }]);
+  return indexed;
+}
+
+async function indexAgent(store: Store, id: string): Promise<boolean> {
+  for (let i = 0; i < TRIES; i++) {
+    const [identity, seen] = await store.getMany<unknown>([keys.identity(id), seenKey(id)]);
+    if ((identity?.value as Identity | undefined)?.type !== 'agent') return false;
+    if ((await store.commit([{ op: 'check', key: keys.identity(id), expect: identity!.version }, ...agentOps(id, true, seen as Seen | undefined)])).ok) return true;
+  }
+  return false;
 }

@@ -9,6 +9,7 @@ import { AppError, errorBody } from '../errors.js';
 import { commaList } from '../validation.js';
 import { requestId } from '../ids.js';
 import { principalForKey } from '../auth/keys.js';
+import { rateHeaders } from '../auth/rate-limit.js';
 import { exchange, statusLine, type Exchange } from '../http/uws.js';
 import type { Principal } from '../identity/model.js';
 import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
@@ -53,6 +54,7 @@ class Stream implements Subscriber {
       res.writeHeader('cache-control', 'no-cache');
       res.writeHeader('x-accel-buffering', 'no');
       res.writeHeader('x-request-id', rid);
+      for (const [name, value] of Object.entries(principal.rate ? rateHeaders(principal.rate) : {})) res.writeHeader(name, value);
     });
     // called only while something is buffered: a write from here flushes the buffer first, and returns
     // true only if all of it went out
@@ -178,6 +180,8 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const verifiedAt = rt.hub.cursor;
         const principal = await principalForKey(rt.store, token, false);
+        // opening a stream spends a unit of the key's budget, as a request does
+        await rt.limits.consume(principal);
         const after = lastEventId !== undefined ? parseCursor(lastEventId, 'last_event_id') : undefined;
         if (after !== undefined) await rt.hub.assertResumable(after);
         await rt.reach.load(principal.identity.id);

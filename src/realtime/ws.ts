@@ -7,6 +7,7 @@ import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import { AppError, clientError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
 import { bearerToken, principalForKey } from '../auth/keys.js';
+import { rateHeaders } from '../auth/rate-limit.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
@@ -334,18 +335,29 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           if (!key) throw new AppError('AUTH_KEY_MISSING');
           const verifiedAt = rt.hub.cursor;
           const principal = await principalForKey(rt.store, key, false);
+          // the upgrade spends a unit of the key's budget, as a request does, and answers its RateLimit-* headers
+          await rt.limits.consume(principal);
           const after = q.has('after') ? parseCursor(q.get('after')) : undefined;
           if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
           if (aborted) return;
-          res.cork(() => res.upgrade<SocketData>({ principal, key, after, verifiedAt, release }, secKey, secProtocol, secExtensions, context));
+          res.cork(() => {
+            // uWS writes headers on a 101 only after its status line is written first
+            if (principal.rate) {
+              res.writeStatus('101 Switching Protocols');
+              for (const [name, value] of Object.entries(rateHeaders(principal.rate))) res.writeHeader(name, value);
+            }
+            res.upgrade<SocketData>({ principal, key, after, verifiedAt, release }, secKey, secProtocol, secExtensions, context);
+          });
         } catch (e) {
           release();
           if (aborted) return;
           const err = clientError(e);
           if (err.hidden) rt.log.error({ err: e, request_id: rid }, 'websocket upgrade failed');
           res.cork(() => {
-            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json').end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
+            res.writeStatus(`${err.status} ${err.code}`).writeHeader('content-type', 'application/json');
+            for (const [name, value] of Object.entries(err.headers ?? {})) res.writeHeader(name, value);
+            res.end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
           });
         }
       });

@@ -10,7 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import { batched } from './batch.js';
 import { outOfRoom } from './full.js';
-import type { DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
+import type { CountRange, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /** The embedded store, with its LMDB environment for diagnostics (tests read its `flushed` state). */
 export interface EmbeddedStore extends Store {
@@ -201,8 +201,13 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       }
       return out;
     },
-    async count(index: string) {
-      return meta.get(K(COUNT + index)) ?? 0;
+    async count(index: string, between?: CountRange) {
+      if (!between || (between.gt === undefined && between.lt === undefined)) return meta.get(K(COUNT + index)) ?? 0;
+      const start = K(index + SEP + (between.gt ?? ''));
+      const end = K(between.lt !== undefined ? index + SEP + between.lt : index + END);
+      // lmdb's start is inclusive: a member equal to gt is taken back out
+      const atStart = between.gt !== undefined && idx.get(start) !== undefined ? 1 : 0;
+      return idx.getCount({ start, end }) - atStart;
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       return write(() => {

@@ -30,6 +30,8 @@ export interface RangeOptions {
   limit: number;
 }
 
+export type CountRange = Pick<RangeOptions, 'gt' | 'lt'>;
+
 export interface DueTimer {
   key: string;
   /** the score the claim moved the timer to; release with it */
@@ -47,7 +49,8 @@ export interface Store {
   getMany<T>(keys: string[]): Promise<(Versioned<T> | undefined)[]>;
   commit(ops: Op[]): Promise<CommitResult>;
   range(index: string, opts: RangeOptions): Promise<string[]>;
-  count(index: string): Promise<number>;
+  /** Members of the index, or of those between the exclusive bounds (a bounded count: no member is read). */
+  count(index: string, between?: CountRange): Promise<number>;
   /** Atomically takes timers due at `now`, moving each to `now + holdMs` so a crash re-delivers it later. */
   claimTimers(now: number, limit: number, holdMs: number): Promise<DueTimer[]>;
   /** Deletes a claimed timer unless a commit rescheduled it meanwhile. */

@@ -41,7 +41,7 @@ export type RedisTarget = { url: string } | { clusterNodes: string[] };
  */
 export type Commands = Pick<
   RedisClientType,
-  'hGetAll' | 'multi' | 'evalSha' | 'eval' | 'zRange' | 'zRangeByLex' | 'zCard' | 'zRangeWithScores' | 'xRange' | 'get'
+  'hGetAll' | 'multi' | 'evalSha' | 'eval' | 'zRange' | 'zRangeByLex' | 'zCard' | 'zLexCount' | 'zRangeWithScores' | 'xRange' | 'get'
 >;
 
 export interface LinkOptions {

@@ -6,7 +6,7 @@
  */
 import { openRedisLink, type LinkOptions, type RedisTarget } from './redis-link.js';
 import { batched } from './batch.js';
-import type { CommitResult, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
+import type { CommitResult, CountRange, DueTimer, LogEntry, Op, RangeOptions, Store, Versioned } from './port.js';
 
 /*
  * KEYS[1]: the prefix itself (declares the slot)   ARGV[1]: JSON array of op lists, in which a put's value and an
@@ -142,8 +142,11 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
           : c.zRangeByLex(key, lo, hi, { LIMIT: { offset: 0, count: r.limit } }),
       );
     },
-    async count(index: string) {
-      return run((c) => c.zCard(P + 'i:' + index));
+    async count(index: string, between?: CountRange) {
+      if (!between) return run((c) => c.zCard(P + 'i:' + index));
+      const lo = between.gt !== undefined ? '(' + between.gt : '-';
+      const hi = between.lt !== undefined ? '(' + between.lt : '+';
+      return run((c) => c.zLexCount(P + 'i:' + index, lo, hi));
     },
     async claimTimers(now: number, limit: number, holdMs: number) {
       const keys = (await eval_(CLAIM_TIMERS, [String(now), String(limit), String(holdMs)])) as string[];

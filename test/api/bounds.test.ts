@@ -11,6 +11,8 @@ import { memoryIndexes, memoryKeys } from '../../src/memory/model.js';
 import { workspaceIndexes, workspaceKeys, type WorkspaceItem } from '../../src/workspace/model.js';
 import type { Op } from '../../src/store/port.js';
 import { scanLimits } from '../../src/store/scan.js';
+import { keys as identityKeys, indexes as identityIndexes } from '../../src/identity/model.js';
+import { indexAgentsOnce } from '../../src/presence/presence.js';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { metricValue, scrape } from '../helpers/metrics.js';
 import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
@@ -227,4 +229,49 @@ describe.each(BACKENDS)('bounded request paths on %s', (backend) => {
       }
     }, 120_000);
   });
+
+  it('GET /stats/overview counts the liveness of 2,000 agents from index counts: its store reads do not grow, and every commit keeps the counts', async () => {
+    const own = await servers.start();
+    const admin = await bootstrap(own.url);
+    const agent = await join(admin.client, 'live-agent');
+    const liveness = async (c = admin.client) => expectOk(await c.get('/stats/overview')).agent_liveness;
+    const base = await liveness();
+    const readsBefore = await readsDuring(own.url, () => liveness());
+    // an older data dir: agents and humans with their seen records, no agent indexes; the startup pass indexes them
+    const now = Date.now();
+    const ops: Op[] = [];
+    for (let i = 0; i < 2_300; i++) {
+      const id = newId();
+      const type = i < 2_000 ? 'agent' : 'human';
+      ops.push({ op: 'put', key: identityKeys.identity(id), value: { id, name: `seeded-${i}`, type } }, { op: 'index', index: identityIndexes.identities, member: id });
+      const at = i < 800 || i >= 2_000 ? now : i < 1_500 ? now - 10 * 60_000 : undefined;
+      if (at !== undefined) ops.push({ op: 'put', key: `seen:${id}`, value: { at } });
+    }
+    expect((await own.store.commit(ops)).ok).toBe(true);
+    expect((await own.store.commit([{ op: 'del', key: 'migration:agent-liveness-v1' }])).ok).toBe(true);
+    expect(await indexAgentsOnce(own.store)).toBe(2_000 + base.total);
+    const plus = (d: Record<string, number>) => Object.fromEntries(Object.entries(base).map(([k, v]) => [k, (v as number) + (d[k] ?? 0)]));
+    expect(await liveness()).toEqual(plus({ total: 2_000, active: 800, idle: 700, disconnected: 500 }));
+    // the old count read every identity and its seen record, a page at a time (24 pages of 100 here)
+    const pageSize = scanLimits.pageSize;
+    scanLimits.pageSize = 100;
+    try {
+      expect(await readsDuring(own.url, () => liveness())).toBeLessThanOrEqual(readsBefore + 1);
+    } finally {
+      scanLimits.pageSize = pageSize;
+    }
+
+    const want = async (d: Record<string, number>, what: string) => {
+      const expected = plus({ total: 2_000, active: 800, idle: 700, disconnected: 500, ...d });
+      await waitFor(what, () => liveness(), (l) => JSON.stringify(l) === JSON.stringify(expected), 10_000);
+    };
+    await liveness(agent.client);
+    await want({ active: 801, disconnected: 499 }, 'the agent active after its request');
+    expectOk(await admin.client.put(`/identities/${agent.id}`, { type: 'human' }));
+    await want({ total: 1_999, active: 800, disconnected: 499 }, 'no longer counted once it is a human');
+    expectOk(await admin.client.put(`/identities/${agent.id}`, { type: 'agent' }));
+    await want({ active: 801, disconnected: 499 }, 'counted as active again as an agent');
+    expectOk(await admin.client.del(`/admin/identity/${agent.id}`));
+    await want({ total: 1_999, active: 800, disconnected: 499 }, 'gone with its identity');
+  }, 120_000);
 });

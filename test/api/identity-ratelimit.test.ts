@@ -44,13 +44,13 @@ for (const backend of BACKENDS) {
       expect(own).toMatchObject({ status: 200, limit: '4', remaining: '3' });
     });
 
-    it('WebSocket ops spend from the same budget as requests: over it, an error frame and the socket stays open', async () => {
+    it('the WebSocket upgrade and its ops spend from the same budget as requests: over it, an error frame and the socket stays open', async () => {
       const m = await join(root.client, 'ws-limited');
       const key = expectOk(await root.client.post('/admin/api-keys', { owner: m.id, rate_limit: 3 }), 201).api_key;
       expect((await limited(url, key)).remaining).toBe('2');
+      // the upgrade spends one too
       const ws = await PushSocket.open(url, key, { label: 'ws-limited' });
       try {
-        await ws.ok('subscribe', {});
         await ws.ok('subscribe', {});
         const over = await ws.op('subscribe', {});
         expect(over).toMatchObject({ type: 'error', error: { code: 'RATE_LIMIT_EXCEEDED' } });

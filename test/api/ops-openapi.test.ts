@@ -87,6 +87,8 @@ describe.each(BACKENDS)('GET /openapi.json on %s', (backend) => {
     expect(protocols).toEqual(expect.arrayContaining(['post /rpc', 'post /mcp', 'get /.well-known/agent-card.json']));
     for (const p of protocols) expect(p).toMatch(/^\w+ \/(rpc|mcp|a2a|\.well-known)\b/);
     expect(doc.paths['/emit'].post['x-error-codes']).toEqual(expect.arrayContaining(['SIGNAL_EMIT_VALIDATION_FAILED', 'AUTH_SCOPE_DENIED', 'PAYLOAD_TOO_LARGE']));
+    // opening the stream spends a unit of the key's budget
+    expect(doc.paths['/signals/stream'].get.responses[429].description).toBe('RATE_LIMIT_EXCEEDED');
   });
 
   it('responses recorded from real traffic validate against the declared response schemas', async () => {

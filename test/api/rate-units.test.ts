@@ -1,19 +1,48 @@
 /**
  * A key's budget counts work, not requests: each call of a /rpc batch and each message of an /mcp POST
  * spends a unit, a batch emit one per signal (on /rpc and as the MCP tool); /rpc, /mcp and /a2a answers
- * carry RateLimit-* as REST answers do, and a refusal 429 with Retry-After.
+ * carry RateLimit-* as REST answers do, and a refusal 429 with Retry-After. Opening /signals/stream or the
+ * /ws upgrade spends a unit and answers the headers; a memory import spends one per line.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { limited } from '../helpers/limits.js';
 import { BACKENDS, serversOn, startServer, type Started } from '../helpers/server.js';
-import { expectOk } from './support.js';
+import { expectOk, waitFor } from './support.js';
 
 async function post(url: string, path: string, key: string, body: unknown, headers: Record<string, string> = {}) {
   const r = await fetch(url + path, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
   const text = await r.text();
   const h = (n: string) => r.headers.get(n);
   return { status: r.status, body: text ? JSON.parse(text) : null, limit: h('ratelimit-limit'), remaining: h('ratelimit-remaining'), retryAfter: h('retry-after'), session: h('mcp-session-id') };
+}
+
+/** Opens /signals/stream and ends it once its head is in: the status and rate-limit headers. */
+async function openStream(url: string, key: string) {
+  const ac = new AbortController();
+  const r = await fetch(`${url}/signals/stream?token=${encodeURIComponent(key)}`, { signal: ac.signal });
+  const out = { status: r.status, limit: r.headers.get('ratelimit-limit'), remaining: r.headers.get('ratelimit-remaining'), retryAfter: r.headers.get('retry-after'), code: r.status === 200 ? null : ((await r.json()) as any).error.code };
+  ac.abort();
+  return out;
+}
+
+/** Upgrades /ws and closes the socket: the answer's status and rate-limit headers (a 101 or the refusal). */
+function upgrade(url: string, key: string): Promise<{ status: number; limit?: string; remaining?: string; retryAfter?: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${key}` } });
+    const of = (status: number, h: Record<string, string | string[] | undefined>) => ({ status, limit: h['ratelimit-limit'] as string, remaining: h['ratelimit-remaining'] as string, retryAfter: h['retry-after'] as string });
+    ws.once('upgrade', (res) => {
+      resolve(of(101, res.headers));
+      ws.close();
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      resolve(of(res.statusCode ?? 0, res.headers));
+      res.resume();
+      ws.terminate();
+    });
+    ws.once('error', reject);
+  });
 }
 
 const call = (method: string, params: unknown = {}, id: number | string = 1) => ({ jsonrpc: '2.0', id, method, params });
@@ -91,6 +120,34 @@ for (const backend of BACKENDS) {
       const over = await get(4);
       expect(over).toMatchObject({ status: 429, remaining: '0' });
       expect(Number(over.retryAfter)).toBeGreaterThanOrEqual(1);
+    });
+
+    it('/signals/stream and the /ws upgrade each spend a unit and answer RateLimit-*; over the budget both are 429 with Retry-After', async () => {
+      const key = await keyOf('stream-units', 3);
+      expect(await openStream(url, key)).toMatchObject({ status: 200, limit: '3', remaining: '2' });
+      expect(await upgrade(url, key)).toMatchObject({ status: 101, limit: '3', remaining: '1' });
+      expect(await limited(url, key)).toMatchObject({ status: 200, remaining: '0' });
+      const stream = await openStream(url, key);
+      expect(stream).toMatchObject({ status: 429, remaining: '0', code: 'RATE_LIMIT_EXCEEDED' });
+      expect(Number(stream.retryAfter)).toBeGreaterThanOrEqual(1);
+      const socket = await upgrade(url, key);
+      expect(socket).toMatchObject({ status: 429, limit: '3', remaining: '0' });
+      expect(Number(socket.retryAfter)).toBeGreaterThanOrEqual(1);
+    });
+
+    it('POST /memory/admin/import spends a unit per line: blank lines are free, an import of more lines than are left is refused whole', async () => {
+      const key = expectOk(await root.client.post('/admin/api-keys', { owner: root.id, rate_limit: 10 }), 201).api_key as string;
+      const lines = (n: number, tag: string) => Array.from({ length: n }, (_, i) => JSON.stringify({ namespace: 'units', content: `${tag} ${i}` })).join('\n') + '\n\n';
+      const four = await post(url, '/memory/admin/import', key, { ndjson: lines(4, 'four') });
+      expect(four).toMatchObject({ status: 202, limit: '10', remaining: '6' });
+      expect(four.body.data.progress.total).toBe(4);
+      const seven = await post(url, '/memory/admin/import', key, { ndjson: lines(7, 'seven') });
+      expect(seven).toMatchObject({ status: 429, remaining: '0' });
+      expect(seven.body.error.code).toBe('RATE_LIMIT_EXCEEDED');
+      expect(Number(seven.retryAfter)).toBeGreaterThanOrEqual(1);
+      // the first import ran, with the admin's own key (its budget unlimited)
+      const job = await waitFor('the import to complete', async () => expectOk(await root.client.get(`/memory/admin/import/${four.body.data.id}`)), (j) => j.state !== 'running', 30_000);
+      expect(job).toMatchObject({ state: 'completed', progress: { total: 4 } });
     });
 
     // two instances share a store on Redis only

@@ -301,6 +301,20 @@ describe.each(backends)('Store contract: $name', (backend) => {
     expect(await s.count('never-used')).toBe(0);
   });
 
+  it('count between exclusive bounds counts the members range() would list, a bound member excluded', async () => {
+    await fresh();
+    await s.commit(['a', 'b', 'b:1', 'c', 'd'].map((member) => ({ op: 'index' as const, index: 'ix', member })));
+    await s.commit([{ op: 'index', index: 'ixx', member: 'b' }]);
+    expect(await s.count('ix', { gt: 'b' })).toBe(3);
+    expect(await s.count('ix', { lt: 'c' })).toBe(3);
+    expect(await s.count('ix', { gt: 'a', lt: 'd' })).toBe(3);
+    expect(await s.count('ix', { gt: 'b', lt: 'c' })).toBe(1);
+    expect(await s.count('ix', { gt: 'd' })).toBe(0);
+    expect(await s.count('ix', {})).toBe(5);
+    expect(await s.count('never-used', { gt: 'a' })).toBe(0);
+    expect(await s.count('ix', { gt: 'a', lt: 'd' })).toBe((await s.range('ix', { gt: 'a', lt: 'd', limit: 10 })).length);
+  });
+
   it('range: forward/reverse, exclusive gt/lt, limit', async () => {
     await fresh();
     const members = ['b', 'd', 'a', 'e', 'c'];

@@ -6,7 +6,7 @@
 import { rm } from 'node:fs/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { keys, indexes } from '../../src/identity/model.js';
-import { ACTIVE_MS, IDLE_MS, Presence } from '../../src/presence/presence.js';
+import { ACTIVE_MS, IDLE_MS, Presence, presenceIndexes } from '../../src/presence/presence.js';
 import { openEmbeddedStore } from '../../src/store/embedded.js';
 import type { Store } from '../../src/store/port.js';
 import { scanLimits } from '../../src/store/scan.js';
@@ -29,8 +29,8 @@ describe('presence', () => {
     dir = await tempDir('presence-');
     store = await openEmbeddedStore(dir);
   });
-  afterEach(() => {
-    made.splice(0).forEach((p) => p.stop());
+  afterEach(async () => {
+    await Promise.all(made.splice(0).map((p) => p.stop()));
     scanLimits.pageSize = 1000;
   });
   afterAll(async () => {
@@ -44,6 +44,7 @@ describe('presence', () => {
       ...agents.flatMap((id) => [
         { op: 'put' as const, key: keys.identity(id), value: { id, type: 'agent' } },
         { op: 'index' as const, index: indexes.identities, member: id },
+        { op: 'index' as const, index: presenceIndexes.agents, member: id },
       ]),
       { op: 'put', key: keys.identity('H1'), value: { id: 'H1', type: 'human' } },
       { op: 'index', index: indexes.identities, member: 'H1' },
