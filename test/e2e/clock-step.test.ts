@@ -145,7 +145,7 @@ describe('a Redis outage while the wall clock steps back', () => {
   let redis: OwnRedis | undefined;
   let server: ChildServer | undefined;
   afterAll(async () => {
-    await server?.stop();
+    await server?.stop('SIGKILL');
     await redis?.kill();
   });
 
