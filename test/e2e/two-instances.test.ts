@@ -65,7 +65,14 @@ describe('two instances on one Redis', () => {
     expect(results.filter((r) => r.status !== 201).map((r) => r.body)).toEqual([]);
     expect(results.map((r) => r.body.data.sequence).sort((x, y) => x - y)).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
     for (const c of [rootOnA, rootOnB]) {
-      const thread = expectOk(await c.get(`/thread/${top.body.data.id}`)).signals;
+      // GET /thread pages (100 a page): the whole thread is its pages in order
+      const thread: any[] = [];
+      for (let after = ''; ; ) {
+        const page = expectOk(await c.get(`/thread/${top.body.data.id}${after && `?after=${encodeURIComponent(after)}`}`));
+        thread.push(...page.signals);
+        if (!page.has_more) break;
+        after = page.cursor;
+      }
       expect(thread.map((s: any) => s.sequence)).toEqual(Array.from({ length: 201 }, (_, i) => i));
     }
   }, 60_000);
