@@ -47,6 +47,18 @@ for (const backend of BACKENDS) {
     let bob: Member;
     let carol: Member;
 
+    let crews = 0;
+    /** Members and a role of its own for a workflow test: a task another test left open (or whose lease ran out under load) never reaches it. */
+    async function crew(): Promise<{ role: string; bob: Member; carol: Member }> {
+      const n = ++crews;
+      const role = expectOk(await root.client.post('/roles', { name: `Crew${n}`, purpose: 'builds' }), 201);
+      const b = await join(root.client, `bob${n}`, { capabilities: ['rust'] });
+      const c = await join(root.client, `carol${n}`);
+      expectOk(await root.client.post('/fills', { identity_id: b.id, role_id: role.id }), 201);
+      expectOk(await root.client.post('/fills', { identity_id: c.id, role_id: role.id }), 201);
+      return { role: role.name, bob: b, carol: c };
+    }
+
     beforeAll(async () => {
       svc = await servers.start({ TASK_LEASE_MS: '60000' });
       url = svc.url;
@@ -196,10 +208,11 @@ for (const backend of BACKENDS) {
     });
 
     it('workflow.next claims the most urgent open task the caller may take; a lost race moves on', async () => {
-      const low = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'low', to_role: 'Builder', urgency: 0.2, payload: { task_type: 'build' } });
-      const high = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'high', to_role: 'Builder', urgency: 0.95, payload: { task_type: 'build' } });
-      const rust = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'rust only', to_role: 'Builder', urgency: 0.99, target_capabilities: ['rust'], payload: { task_type: 'build' } });
-      const review = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'review', to_role: 'Builder', urgency: 0.97, payload: { task_type: 'review' } });
+      const { role, bob, carol } = await crew();
+      const low = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'low', to_role: role, urgency: 0.2, payload: { task_type: 'build' } });
+      const high = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'high', to_role: role, urgency: 0.95, payload: { task_type: 'build' } });
+      const rust = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'rust only', to_role: role, urgency: 0.99, target_capabilities: ['rust'], payload: { task_type: 'build' } });
+      const review = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'review', to_role: role, urgency: 0.97, payload: { task_type: 'review' } });
 
       // carol lacks the rust capability: the most urgent she may take of type build is "high"
       const got = await ok(carol.client, 'workflow.next', { task_types: ['build'], lease_ms: 30000 });
@@ -216,16 +229,29 @@ for (const backend of BACKENDS) {
     });
 
     it('workflow.next finds an open task behind more than its scan of completed ones, and a released task again', async () => {
+      const { bob } = await crew();
       // a direct, urgent task first, then 1,100 more urgent ones completed: they rank ahead of it in the inbox
       const waiting = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'the one left', to_identity: bob.id, urgency: 0.01 });
-      const done: string[] = [];
-      for (let i = 0; i < 1100; i += 50)
-        done.push(...(await Promise.all(Array.from({ length: 50 }, (_, j) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `done ${i + j}`, to_identity: bob.id, urgency: 0.9 })))).map((x) => x.id));
-      for (let i = 0; i < done.length; i += 50)
-        await Promise.all(done.slice(i, i + 50).map(async (id) => {
-          expectOk(await bob.client.post('/claim', { signal_id: id }));
-          expectOk(await bob.client.post('/ack', { signal_id: id, outcome: 'completed' }));
-        }));
+      // seeded through the fastest real routes: eleven batch emits, then claim and complete fifty tasks per /rpc batch
+      const done = (
+        await Promise.all(
+          Array.from({ length: 11 }, async (_, k) =>
+            (await ok(alice.client, 'signals.batch_emit', { signals: Array.from({ length: 100 }, (_, j) => ({ signal_type: 'task', content: `done ${k * 100 + j}`, to_identity: bob.id, urgency: 0.9 })) })).results.map((r: any) => r.signal.id as string),
+          ),
+        )
+      ).flat();
+      expect(done).toHaveLength(1100);
+      await Promise.all(
+        Array.from({ length: 22 }, async (_, k) => {
+          const calls = done.slice(k * 50, k * 50 + 50).flatMap((id) => [
+            { jsonrpc: '2.0', id: `c${id}`, method: 'tasks.claim', params: { signal_id: id } },
+            { jsonrpc: '2.0', id: `a${id}`, method: 'signals.ack', params: { signal_id: id, outcome: 'completed' } },
+          ]);
+          const res = await bob.client.req('POST', '/rpc', calls);
+          expect(res.status).toBe(200);
+          expect(res.body.filter((a: any) => a.error), JSON.stringify(res.body.find((a: any) => a.error))).toEqual([]);
+        }),
+      );
       const got = await ok(bob.client, 'workflow.next', { lease_ms: 30000 });
       expect(got.signal).toMatchObject({ id: waiting.id, claimed_by: bob.id, delivery_state: 'leased' });
       expect((await ok(bob.client, 'workflow.next', {})).signal).toBeNull();
@@ -235,10 +261,11 @@ for (const backend of BACKENDS) {
     });
 
     it('workflow.next walks past tasks the caller may not take, leaves out the ones it resolved, and hands concurrent callers distinct tasks', async () => {
+      const { role, bob, carol } = await crew();
       // 40 more urgent tasks only bob may take (rust) sit ahead of carol's one: more than one step of the walk
       const rustOnly = [];
       for (let i = 0; i < 40; i += 20)
-        rustOnly.push(...(await Promise.all(Array.from({ length: 20 }, (_, j) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `rust ${i + j}`, to_role: 'Builder', urgency: 0.9, target_capabilities: ['rust'] })))));
+        rustOnly.push(...(await Promise.all(Array.from({ length: 20 }, (_, j) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `rust ${i + j}`, to_role: role, urgency: 0.9, target_capabilities: ['rust'] })))));
       const resolved = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'carol resolved it', to_identity: carol.id, urgency: 0.5 });
       const hers = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'for carol', to_identity: carol.id, urgency: 0.1 });
       expectOk(await carol.client.post('/inbox/resolve', { signal_id: resolved.id }));
@@ -253,6 +280,7 @@ for (const backend of BACKENDS) {
     });
 
     it('workflow.next completes or releases the caller claim first, in the same call, and never hands a released task straight back', async () => {
+      const { role, bob, carol } = await crew();
       const a = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'first', to_identity: carol.id, urgency: 0.9 });
       const b = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'second', to_identity: carol.id, urgency: 0.5 });
       expect((await ok(carol.client, 'workflow.next', {})).signal.id).toBe(a.id);
@@ -266,13 +294,14 @@ for (const backend of BACKENDS) {
       expect((await ok(carol.client, 'workflow.next', {})).signal).toMatchObject({ id: b.id, claimed_by: carol.id });
 
       // ending a claim that is not the caller's refuses the whole call: bob claims nothing, the task he could take stays for carol
-      const c = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'third', to_role: 'Builder', urgency: 0.4 });
+      const c = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'third', to_role: role, urgency: 0.4 });
       rpcError(await rpc(bob.client, 'workflow.next', { complete_claim: b.id }), 403, 'SIGNAL_ACK_UNAUTHORIZED', -32000);
       rpcError(await rpc(carol.client, 'workflow.next', { complete_claim: b.id, release_claim: b.id }), 400, 'VALIDATION_INVALID_TYPE', -32602);
       expect((await ok(carol.client, 'workflow.next', { complete_claim: b.id })).signal).toMatchObject({ id: c.id });
     });
 
     it('open tasks of a data dir from before the open-task index are indexed once at startup', async () => {
+      const { carol } = await crew();
       const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
       // as an older build left it: the task in no open-task index, no migration mark
       const member = String(Math.round(old.urgency * 1000)).padStart(4, '0') + old.id;

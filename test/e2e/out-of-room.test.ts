@@ -168,7 +168,8 @@ describe.each(BACKENDS)('a heap limit reached under a burst of large bodies (%s)
     const exited = new Promise<void>((resolve) => server!.proc.once('exit', () => resolve()));
     let died = false;
     void exited.then(() => (died = true));
-    for (let round = 0; round < 6 && !died; round++) {
+    // bursts until the process dies (the event this test is about): how many it takes depends on how fast a loaded machine drains them
+    for (let round = 0; !died; round++) {
       const rs = await Promise.all(
         Array.from({ length: 60 }, (_, i) =>
           me.client.post('/emit', { signal_type: 'pulse', content: `${round}.${i} ${big}`, to_identity: me.id }).catch(() => undefined),

@@ -1,11 +1,11 @@
 /**
  * Uploads and downloads stream: a 50 MiB body goes from the socket to the blob store (and back) without the
  * service holding it. The service runs as its own process; its peak resident memory (VmHWM from
- * /proc/<pid>/status) after the transfer may exceed its resident memory before it by far less than the
+ * /proc/<pid>/status, reset at the start of each transfer) after the transfer may exceed its resident memory before it by far less than the
  * file's size; a reader leaving mid-download does not disturb the next. Both blob stores (S3: an s3rver in this process).
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bootstrap, type Member } from '../helpers/client.js';
 import { BLOB_STORES, blobStoreOn } from '../helpers/blobs.js';
@@ -51,6 +51,16 @@ function source(size: number, prefix = Buffer.alloc(0), suffix = Buffer.alloc(0)
   return { stream, digest: () => hash.digest('hex') };
 }
 
+/**
+ * The resident memory a transfer starts from, with the peak reset to it ("5" to clear_refs): VmHWM is the
+ * process's peak since it started, so without the reset a test's peak is an earlier test's (or the warm-up's)
+ * whenever the heap has shrunk since, and the growth measured is that earlier peak's, not this transfer's.
+ */
+async function baseline(pid: number): Promise<{ rss: number; hwm: number }> {
+  await writeFile(`/proc/${pid}/clear_refs`, '5');
+  return memory(pid);
+}
+
 async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)![1]) * 1024;
@@ -81,7 +91,7 @@ describe.each(BLOB_STORES)('50 MiB streamed with bounded memory on %s blobs', (b
   });
 
   it('a raw 50 MiB workspace upload, then its download', async () => {
-    const before = await memory(pid);
+    const before = await baseline(pid);
     const src = source(SIZE);
     const r = await fetch(server.url + '/workspace/files/upload?name=big.bin', {
       method: 'POST',
@@ -122,7 +132,7 @@ describe.each(BLOB_STORES)('50 MiB streamed with bounded memory on %s blobs', (b
     const boundary = 'svc-boundary-7d1f';
     const prefix = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nbig-artifact\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`);
     const suffix = Buffer.from(`\r\n--${boundary}--\r\n`);
-    const before = await memory(pid);
+    const before = await baseline(pid);
     const src = source(SIZE, prefix, suffix);
     const r = await fetch(server.url + '/artifacts/upload', {
       method: 'POST',

@@ -50,6 +50,8 @@ let opCounter = 0;
 export class PushSocket {
   readonly frames: Frame[] = [];
   closeInfo: { code: number; reason: string } | undefined;
+  /** the client's own error, if it failed the connection (a 1006 without one is the peer's doing) */
+  clientError: Error | undefined;
   /** set to stop recording frames (what a client that stopped processing would have seen) */
   recording = true;
   private closedP: Promise<{ code: number; reason: string }>;
@@ -62,6 +64,7 @@ export class PushSocket {
       if (!this.recording) return;
       this.frames.push(JSON.parse(data.toString()));
     });
+    ws.on('error', (e) => (this.clientError = e));
     this.closedP = new Promise((resolve) =>
       ws.on('close', (code, reason) => {
         this.closeInfo = { code, reason: reason.toString() };
@@ -142,7 +145,7 @@ export class PushSocket {
   /** for a failed wait: how the socket ended, if it did, and the last frame that was not a push */
   private ended(): string {
     const last = this.frames.filter((f) => f.type !== 'signal' && f.type !== 'signal.updated').pop();
-    return (this.closeInfo ? `; closed ${this.closeInfo.code} ${this.closeInfo.reason}` : '; still open') + (last ? `; last other frame ${JSON.stringify(last)}` : '');
+    return (this.closeInfo ? `; closed ${this.closeInfo.code} ${this.closeInfo.reason}` : '; still open') + (this.clientError ? `; client error ${this.clientError.message}` : '') + (last ? `; last other frame ${JSON.stringify(last)}` : '');
   }
 
   async waitUpdate(signalId: string, match: (signal: any) => boolean, what: string, ms = 5000): Promise<Frame> {
