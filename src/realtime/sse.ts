@@ -46,7 +46,7 @@ class Stream implements Subscriber {
     private release: () => void,
   ) {
     this.credential = new Credential(rt.store, token, audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.closeWith(e));
-    this.drain = new Drain(() => this.hasRoom());
+    this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
     const res = x.res;
     res.cork(() => {
       res.writeStatus(statusLine(200));
@@ -93,10 +93,6 @@ class Stream implements Subscriber {
     this.write(eventBytes(e, seq));
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
-  }
-
-  hasRoom(): boolean {
-    return this.backlog <= this.rt.config.pushMaxBufferBytes;
   }
 
   /** Waits for the reader to take the backlog; a stream that makes no room in time is ended (EventSource resumes it). */
