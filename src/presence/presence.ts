@@ -120,16 +120,18 @@ export class Presence {
     if (this.written.size > this.maxTracked) this.written.delete(this.written.keys().next().value!);
   }
 
+  /** Only an identity's first socket writes at once: a reconnect storm of one identity's sockets is one write, not one per socket. */
   connected(identityId: string): void {
-    this.open.set(identityId, (this.open.get(identityId) ?? 0) + 1);
-    void this.touch(identityId, true);
+    const n = (this.open.get(identityId) ?? 0) + 1;
+    this.open.set(identityId, n);
+    void this.touch(identityId, n === 1);
   }
 
   disconnected(identityId: string): void {
     const n = (this.open.get(identityId) ?? 1) - 1;
     if (n > 0) this.open.set(identityId, n);
     else this.open.delete(identityId);
-    void this.touch(identityId, true);
+    void this.touch(identityId, n <= 0);
   }
 
   async lastSeen(ids: string[]): Promise<(number | undefined)[]> {

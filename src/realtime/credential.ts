@@ -60,6 +60,11 @@ export class Credential {
     return this.checking !== undefined;
   }
 
+  /** Sync: a re-check is running (nothing is shown until it settles). */
+  get busy(): boolean {
+    return this.checking !== undefined;
+  }
+
   /** Resolves once no re-check is running. */
   async settled(): Promise<void> {
     while (this.checking) await this.checking;

@@ -13,8 +13,13 @@ import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { JOURNAL_LOG, shownOnlyTo, type JournalEntry } from '../journal/journal.js';
 import type { LogEntry, Store } from '../store/port.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 
 const REPLAY_PAGE = 500;
+/** journal entries a catch-up reads and sends in one turn before it yields to I/O */
+export const CATCH_UP_PAGE = 100;
+/** catch-ups reading and sending at once; the others wait their turn in arrival order (docs/realtime.md) */
+export const CATCH_UP_TURNS = 16;
 /** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
 const CATCH_UP_MS = 1000;
 /** journal entries dropped per trim step: one step (one write) holds the event loop well under 2 ms; a trim runs steps until done */
@@ -35,6 +40,8 @@ export interface Subscriber {
   deliver(e: JournalEntry, seq: number): Delivery;
   /** true once the send buffer has room; false when closed or when it made no room in time (it has then cut itself off) */
   room(): Promise<boolean>;
+  /** sync: whether the send buffer has room now; a catch-up that must wait for room gives up its turn meanwhile */
+  hasRoom?(): boolean;
   /** the hub cannot go on for this subscriber (journal trimmed under it, store failure): end it */
   fail(e: unknown): void;
 }
@@ -49,7 +56,35 @@ interface Slot {
   indexedAs?: string;
 }
 
+/**
+ * Turns of catch-up work: at most `max` catch-ups read and send at once, the rest wait in arrival order. With
+ * a yield to I/O after each page, a reconnect storm's replays share the event loop with requests instead of
+ * holding it, and at most `max` pages are in memory at once.
+ */
+class Turns {
+  private running = 0;
+  private waiting: (() => void)[] = [];
+  private head = 0;
+  constructor(private max: number) {}
+
+  async enter(): Promise<void> {
+    if (this.running < this.max) return void this.running++;
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  /** hands the turn to the next waiter, if any */
+  leave(): void {
+    if (this.head < this.waiting.length) {
+      const next = this.waiting[this.head++];
+      if (this.head > 1024 && this.head * 2 > this.waiting.length) this.waiting = this.waiting.slice(this.head), (this.head = 0);
+      return next();
+    }
+    this.running--;
+  }
+}
+
 export class Hub {
+  private turns = new Turns(CATCH_UP_TURNS);
   private slots = new Map<Subscriber, Slot>();
   /** the slots of subscribers without an identity (offered every entry), and the others by identity */
   private wide = new Set<Slot>();
@@ -203,23 +238,15 @@ export class Hub {
     const sub = slot.sub;
     try {
       for (;;) {
-        const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, sub.lastSeq, REPLAY_PAGE);
-        if (this.slots.get(sub) !== slot) return;
-        // journal sequences have no holes: a missing next entry was trimmed while this subscriber lagged
-        if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);
-        for (const e of page) {
-          for (;;) {
-            if (e.seq > sub.lastSeq && sub.wants(e.entry, e.seq) && !(await this.room(slot))) return this.detach(sub);
-            if (this.slots.get(sub) !== slot) return;
-            const r = this.offer(slot, e);
-            if (r === 'gone') return;
-            if (r === 'sent') break;
-          }
+        await this.turns.enter();
+        let done: boolean | undefined;
+        try {
+          done = await this.page(slot);
+        } finally {
+          this.turns.leave();
         }
-        if (page.length < REPLAY_PAGE && sub.lastSeq >= this.lastSeq) {
-          slot.pump = undefined;
-          return;
-        }
+        if (done !== false) return;
+        await nextTurn();
       }
     } catch (err) {
       if (this.slots.get(sub) !== slot) return;
@@ -228,12 +255,41 @@ export class Hub {
     }
   }
 
-  private async room(slot: Slot): Promise<boolean> {
+  /** One page of a catch-up, in one turn: false while there is more to read, true once live, undefined when it ended. */
+  private async page(slot: Slot): Promise<boolean | undefined> {
+    const sub = slot.sub;
+    const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, sub.lastSeq, CATCH_UP_PAGE);
+    if (this.slots.get(sub) !== slot) return;
+    // journal sequences have no holes: a missing next entry was trimmed while this subscriber lagged
+    if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);
+    for (const e of page) {
+      // an entry refused once waits for room the slow way: a fast "has room" that the delivery then refuses must not loop
+      for (let refused = false; ; refused = true) {
+        if (e.seq > sub.lastSeq && sub.wants(e.entry, e.seq) && !(await this.room(slot, refused))) return void this.detach(sub);
+        if (this.slots.get(sub) !== slot) return;
+        const r = this.offer(slot, e);
+        if (r === 'gone') return;
+        if (r === 'sent') break;
+      }
+    }
+    if (page.length < CATCH_UP_PAGE && sub.lastSeq >= this.lastSeq) {
+      slot.pump = undefined;
+      return true;
+    }
+    return false;
+  }
+
+  /** Waits for room; a subscriber that has none now gives up its catch-up turn while it waits. */
+  private async room(slot: Slot, refused: boolean): Promise<boolean> {
+    if (!refused && (slot.sub.hasRoom?.() ?? false)) return true;
     slot.waiting = true;
+    const yielded = slot.sub.hasRoom !== undefined;
+    if (yielded) this.turns.leave();
     try {
       return await slot.sub.room();
     } finally {
       slot.waiting = false;
+      if (yielded) await this.turns.enter();
     }
   }
 

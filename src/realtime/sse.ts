@@ -95,6 +95,10 @@ class Stream implements Subscriber {
     return 'sent';
   }
 
+  hasRoom(): boolean {
+    return !this.credential.busy && this.backlog <= this.rt.config.pushMaxBufferBytes;
+  }
+
   /** Waits for the reader to take the backlog; a stream that makes no room in time is ended (EventSource resumes it). */
   async room(): Promise<boolean> {
     await this.credential.settled();

@@ -47,6 +47,35 @@ const frameBytes = perEntry((e, seq) => {
   return JSON.stringify({ type: e.type, [subject]: data, cursor: String(seq) });
 });
 
+/** upgrades checked in one event-loop turn; the rest wait in arrival order, so a reconnect storm leaves requests room */
+export const UPGRADES_PER_TURN = 64;
+
+/** Runs queued upgrade checks UPGRADES_PER_TURN a turn, yielding to I/O between turns. */
+class Admission {
+  private queue: (() => Promise<void>)[] = [];
+  private head = 0;
+  private scheduled = false;
+
+  add(job: () => Promise<void>): void {
+    this.queue.push(job);
+    if (!this.scheduled) this.schedule();
+  }
+
+  private schedule(): void {
+    this.scheduled = true;
+    setImmediate(() => void this.turn());
+  }
+
+  private async turn(): Promise<void> {
+    const batch = this.queue.slice(this.head, this.head + UPGRADES_PER_TURN);
+    this.head += batch.length;
+    if (this.head === this.queue.length) (this.queue = []), (this.head = 0);
+    await Promise.all(batch.map((job) => job()));
+    if (this.queue.length > this.head) this.schedule();
+    else this.scheduled = false;
+  }
+}
+
 /** uWS `send()` results */
 const DROPPED = 2;
 
@@ -112,6 +141,10 @@ class Connection implements Subscriber {
     this.sentSeq = seq;
     this.rt.deliverer.consider(e, this.audience);
     return 'sent';
+  }
+
+  hasRoom(): boolean {
+    return !this.closed && !this.credential.busy && this.ws.getBufferedAmount() <= this.limits.push;
   }
 
   /** Waits for the buffer to drain to the push limit; a socket that makes no room in time is cut off with 4008. */
@@ -271,6 +304,7 @@ class Connection implements Subscriber {
 }
 
 export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
+  const admission = new Admission();
   app.ws<SocketData>('/ws', {
     idleTimeout: rt.config.wsIdleTimeoutS,
     sendPingsAutomatically: true,
@@ -290,7 +324,8 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
         aborted = true;
         release();
       });
-      void (async () => {
+      admission.add(async () => {
+        if (aborted) return;
         const rid = requestId();
         try {
           rt.origins.check(origin);
@@ -325,7 +360,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
             res.end(JSON.stringify(errorBody(e, rid, rt.docsBase)));
           });
         }
-      })();
+      });
     },
     open: (ws) => {
       const d = ws.getUserData();

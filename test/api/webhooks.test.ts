@@ -6,6 +6,8 @@
  * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isPrivateAddress } from '../../src/webhooks/address.js';
@@ -317,6 +319,46 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expectOk(await root.client.post(`/admin/webhooks/deliveries/${d.id}/replay`), 202);
     await until('the replay delivered', () => rx.unique().size === 1);
     expect(rx.requests).toHaveLength(codes.length + 1);
+  });
+
+  it('a receiver answering slowly with a 1 GB body is cut at the 64 KiB response cap, long before the attempt timeout', async () => {
+    // declares 1 GB and streams one 16 KiB chunk every 10 ms (the same buffer: nothing near 1 GB is allocated)
+    const chunk = Buffer.alloc(16 * 1024, 'x');
+    let written = 0;
+    let cutAfterMs: number | undefined;
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const t0 = performance.now();
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(2 ** 30) });
+        const timer = setInterval(() => {
+          res.write(chunk);
+          written += chunk.length;
+        }, 10);
+        res.on('close', () => {
+          clearInterval(timer);
+          cutAfterMs ??= performance.now() - t0;
+        });
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const svc = await servers.start({ ...FAST, WEBHOOK_TIMEOUT_MS: '30000' });
+      const root = await bootstrap(svc.url);
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+      const w = expectOk(await root.client.post('/admin/webhooks', { url, events: ['signal.emitted'] }), 201);
+      await emitOk(root, { signal_type: 'pulse', content: 'big answer' });
+      await until('the sender cut the answer', () => cutAfterMs !== undefined, 20_000);
+      // cut at the cap: a few chunks past 64 KiB at most (what was in flight), nowhere near the 30 s timeout
+      expect(written).toBeLessThan(1024 * 1024);
+      expect(cutAfterMs!).toBeLessThan(30_000);
+      const d = await until('the attempt recorded', async () => (await deliveriesOf(root, w.id)).find((x: any) => x.attempts.length > 0));
+      expect(d.attempts[0]).toMatchObject({ response_code: 200 });
+      expect(d.status).toBe('delivered');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 
   it('SSRF: without ALLOW_PRIVATE_NETWORK, private addresses are refused at creation and at send time', async () => {
