@@ -3,7 +3,8 @@
  * checked by the independent `standardwebhooks` package at a real local receiver that fails the first two
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
  * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, no more requests
- * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, and the SSRF refusal.
+ * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, a slow endpoint with more events than slots (each
+ * POSTed once, no attempt failed for waiting), and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
@@ -238,6 +239,23 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     }
     expect(rx.maxOpen).toBe(2);
     expect(rx.requests).toHaveLength(5);
+  });
+
+  it('a slow receiver with more events than sending slots: each event POSTed once, and waiting for a slot is no failed attempt', async () => {
+    // 2 slots, answers in 800 ms, 1500 ms per attempt: the last of 14 events waits about 5 s for a slot,
+    // longer than an attempt may go without a result (2 x 1500 ms + 1 s) once its request is written
+    const slow = () => new Promise<number>((r) => setTimeout(() => r(200), 800));
+    const rx = await receiver(slow);
+    const svc = await servers.start({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '1500' });
+    const root = await bootstrap(svc.url);
+    const w = await hook(root, rx, ['signal.emitted']);
+    const sent: string[] = [];
+    for (let i = 0; i < 14; i++) sent.push((await emitOk(root, { signal_type: 'pulse', content: `queued ${i}` })).id);
+    const ds = await waitFor('every delivery delivered', () => deliveriesOf(root, w.id), (x: any[]) => x.length === 14 && x.every((d) => d.status === 'delivered'), 40_000, 200);
+    for (const d of ds) expect(d.attempts.map((a: any) => [a.attempt, a.status, a.response_code]), d.id).toEqual([[1, 'succeeded', 200]]);
+    expect(rx.requests.every((r) => r.verified)).toBe(true);
+    expect(rx.requests.map((r) => r.body.data.signal.id).sort()).toEqual([...sent].sort());
+    expect(rx.maxOpen).toBeLessThanOrEqual(2);
   });
 
   it('retries survive a restart on the same data', async () => {
