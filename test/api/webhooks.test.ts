@@ -256,6 +256,9 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(rx.requests.every((r) => r.verified)).toBe(true);
     expect(rx.requests.map((r) => r.body.data.signal.id).sort()).toEqual([...sent].sort());
     expect(rx.maxOpen).toBeLessThanOrEqual(2);
+    // the last ones waited past their hold and were queued again: still one attempt each, counted from START
+    const requeued = await Promise.all(ds.map(async (d: any) => expectOk(await root.client.get(`/admin/actors/webhook-delivery/${d.id}`)).transitions.some((t: any) => t.event === 'REQUEUE')));
+    expect(requeued.some(Boolean)).toBe(true);
   });
 
   it('retries survive a restart on the same data', async () => {
