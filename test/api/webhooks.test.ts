@@ -4,7 +4,8 @@
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
  * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, no more requests
  * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, a slow endpoint with more events than slots (each
- * POSTed once, no attempt failed for waiting), and the SSRF refusal.
+ * POSTed once, no attempt failed for waiting; on Redis also with two instances queueing the same deliveries),
+ * and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { hostname } from 'node:os';
@@ -359,5 +360,36 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(d.attempts[0]).toMatchObject({ status: 'failed', response_code: null });
     expect(d.attempts[0].error).toMatch(/private, loopback or link-local/);
     expect(rx.requests).toHaveLength(0);
+  });
+});
+
+// several instances share a store only on Redis: there a delivery can be queued on two of them at once
+describe('webhooks on two instances of one Redis', () => {
+  const servers = serversOn('redis');
+  it('a slow receiver: deliveries queued again on the other instance are still POSTed once each, one attempt each', async () => {
+    const rx = await startReceiver(() => new Promise<number>((r) => setTimeout(() => r(200), 500)));
+    // one slot each, answers in 500 ms: 24 events take about 6 s, past the 3.4 s hold (2 x 1200 ms + 1 s), so
+    // the last ones are queued again by whichever instance claims their REQUEUE timer
+    const env = await servers.env({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '1200' });
+    const [a, b] = await Promise.all([startServer(env), startServer(env)]);
+    try {
+      const root = await bootstrap(a.url);
+      const w = expectOk(await root.client.post('/admin/webhooks', { url: rx.url, events: ['signal.emitted'] }), 201);
+      rx.secret = w.secret;
+      const onB = new Client(b.url, root.key);
+      const sent: string[] = [];
+      for (let i = 0; i < 24; i++) sent.push((await emitOk(i % 2 ? onB : root.client, { signal_type: 'pulse', content: `two ${i}` })).id);
+      const deliveries = async () => expectOk(await root.client.get(`/admin/webhooks/${w.id}/deliveries?limit=100`)).deliveries;
+      const ds = await waitFor('every delivery delivered', deliveries, (x: any[]) => x.length === 24 && x.every((d) => d.status === 'delivered'), 40_000, 200);
+      for (const d of ds) expect(d.attempts.map((x: any) => [x.attempt, x.status, x.response_code]), d.id).toEqual([[1, 'succeeded', 200]]);
+      expect(rx.requests.every((r) => r.verified)).toBe(true);
+      expect(rx.requests.map((r) => r.body.data.signal.id).sort()).toEqual([...sent].sort());
+      expect(rx.maxOpen).toBeLessThanOrEqual(2);
+      const requeued = await Promise.all(ds.map(async (d: any) => expectOk(await root.client.get(`/admin/actors/webhook-delivery/${d.id}`)).transitions.filter((t: any) => t.event === 'REQUEUE').length));
+      expect(requeued.some(Boolean)).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await rx.close();
+    }
   });
 });
