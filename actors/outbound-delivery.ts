@@ -1,14 +1,17 @@
 /**
- * One outbound HTTP call on its way (a webhook event to an endpoint, a federation call to a peer). Pure: the
- * POST is an effect the kind's sender runs after the commit that moved the delivery to `sending`; its outcome
- * comes back as `RESULT`. Due times are durable timers derived by `deliveryTimers`: `SEND` when an attempt is
- * due, `SEND_TIMEOUT` when a send produced no result (the process died mid-send), so every attempt ends in a
- * recorded outcome. Retries back off exponentially until `deadline_at`.
+ * One outbound HTTP call on its way (a webhook event to an endpoint, a federation call to a peer). Pure: a due
+ * attempt is `queued` (waiting in a sender's in-memory queue for a slot); the sender that gets a slot moves it
+ * to `sending` with `START` (a compare-and-set: one sender wins, a stale queue entry finds nothing to start) and
+ * only then writes the POST; its outcome comes back as `RESULT`. Due times are durable timers derived by
+ * `deliveryTimers`: `SEND` when an attempt is due, `REQUEUE` when a queued attempt was not started (its
+ * process may be gone; waiting is no failure), `SEND_TIMEOUT` when a started send produced no result (the
+ * process died mid-send), so every attempt ends in a recorded outcome. Retries back off exponentially until
+ * `deadline_at`, which time spent queued moves later.
  */
 import { assign, setup } from 'xstate';
 import { refuse, refuseAction } from './refuse.js';
 
-export type DeliveryStatus = 'scheduled' | 'sending' | 'delivered' | 'failed';
+export type DeliveryStatus = 'scheduled' | 'queued' | 'sending' | 'delivered' | 'failed';
 
 export interface Attempt {
   attempt: number;
@@ -25,12 +28,17 @@ export interface AttemptsContext {
   attempt_count: number;
   attempts: Attempt[];
   next_attempt_at: number | null;
+  /** when the attempt waiting for a sending slot was queued; null unless `queued` */
+  queued_since: number | null;
+  /** when a queued attempt nobody started is queued again (on whichever instance claims the timer) */
+  requeue_at: number | null;
+  /** when the attempt in flight left the queue, just before its request was written */
   sending_since: number | null;
-  /** retrying stops after this (ms); a replay moves it */
+  /** retrying stops after this (ms); a replay moves it, and so does time spent queued */
   deadline_at: number;
   retry_window_ms: number;
   backoff_base_ms: number;
-  /** how long a send may stay without result before it counts as failed */
+  /** how long a started send may stay without result before it counts as failed; also how long a queued attempt waits before it is queued again */
   send_hold_ms: number;
   created_at: string;
   updated_at: string;
@@ -40,6 +48,8 @@ export interface AttemptsContext {
 
 export type DeliveryEvent =
   | { type: 'SEND'; now: number }
+  | { type: 'START'; now: number }
+  | { type: 'REQUEUE'; now: number }
   | { type: 'SEND_TIMEOUT'; now: number }
   | { type: 'RESULT'; now: number; attempt: number; ok: boolean; response_code: number | null; latency_ms: number | null; error: string | null; give_up?: boolean }
   | { type: 'REPLAY'; now: number };
@@ -65,7 +75,18 @@ export const deliveryMachine = setup({
   types: { context: {} as AttemptsContext, events: {} as DeliveryEvent },
   actions: {
     refuse: refuseAction,
-    start: assign(({ context, event }) => ({ attempt_count: context.attempt_count + 1, sending_since: event.now, next_attempt_at: null, updated_at: iso(event.now) })),
+    queue: assign(({ context, event }) => ({ queued_since: event.now, requeue_at: event.now + context.send_hold_ms, next_attempt_at: null, updated_at: iso(event.now) })),
+    requeue: assign(({ context, event }) => ({ requeue_at: event.now + context.send_hold_ms, updated_at: iso(event.now) })),
+    // the wait for a slot is not the endpoint's fault: the retry window is moved by it
+    start: assign(({ context, event }) => ({
+      attempt_count: context.attempt_count + 1,
+      sending_since: event.now,
+      deadline_at: context.deadline_at + Math.max(0, event.now - (context.queued_since ?? event.now)),
+      queued_since: null,
+      requeue_at: null,
+      next_attempt_at: null,
+      updated_at: iso(event.now),
+    })),
     succeed: assign(({ context, event }) => ({ attempts: push(context, outcome(context, event)), sending_since: null, delivered_at: iso(event.now), updated_at: iso(event.now) })),
     retry: assign(({ context, event }) => ({
       attempts: push(context, outcome(context, event)),
@@ -78,6 +99,7 @@ export const deliveryMachine = setup({
   },
   guards: {
     due: ({ context, event }) => context.next_attempt_at !== null && context.next_attempt_at <= event.now,
+    requeueDue: ({ context, event }) => context.requeue_at != null && context.requeue_at <= event.now,
     succeeded: ({ context, event }) => current(context, event) && (event as Result).ok,
     retryable: ({ context, event }) => current(context, event) && !(event as Result).give_up && retryFits(context, event.now),
     isCurrent: ({ context, event }) => current(context, event),
@@ -91,8 +113,15 @@ export const deliveryMachine = setup({
   states: {
     scheduled: {
       on: {
-        SEND: [{ guard: 'due', target: 'sending', actions: 'start' }],
+        SEND: [{ guard: 'due', target: 'queued', actions: 'queue' }],
         REPLAY: { target: 'scheduled', actions: 'replay' },
+      },
+    },
+    queued: {
+      on: {
+        START: { target: 'sending', actions: 'start' },
+        REQUEUE: [{ guard: 'requeueDue', target: 'queued', actions: 'requeue' }],
+        REPLAY: { actions: refuse('WEBHOOK_DELIVERY_IN_PROGRESS') },
       },
     },
     sending: {
@@ -116,6 +145,7 @@ export const deliveryMachine = setup({
 
 export function deliveryTimers(value: string, c: AttemptsContext): { event: DeliveryEvent['type']; at: number }[] {
   if (value === 'scheduled' && c.next_attempt_at !== null) return [{ event: 'SEND', at: c.next_attempt_at }];
+  if (value === 'queued' && c.requeue_at != null) return [{ event: 'REQUEUE', at: c.requeue_at }];
   if (value === 'sending' && c.sending_since !== null) return [{ event: 'SEND_TIMEOUT', at: c.sending_since + c.send_hold_ms }];
   return [];
 }
@@ -134,6 +164,8 @@ export const newAttempts = (d: NewAttempts): AttemptsContext => ({
   attempt_count: 0,
   attempts: [],
   next_attempt_at: d.now,
+  queued_since: null,
+  requeue_at: null,
   sending_since: null,
   deadline_at: d.now + d.retry_window_ms,
   retry_window_ms: d.retry_window_ms,

@@ -15,7 +15,7 @@ import type { Logger } from '../log.js';
 import { PEER } from '../org/peers.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
-import { Outbound, type Answer } from '../webhooks/outbound.js';
+import { Outbound, startAttempt, type Answer } from '../webhooks/outbound.js';
 import { proofHeaders } from './proof.js';
 import { usableTrust } from './trust.js';
 
@@ -63,7 +63,7 @@ export class FederationOut {
     this.out = new Outbound({ timeoutMs: config.federationTimeoutMs, maxInFlight: config.federationMaxInFlight, allowPrivateNetwork: config.allowPrivateNetwork }, (id) => this.attempt(id), log, 'federation');
   }
 
-  /** The delivery actor kind: indexed per peer by outcome; a send starts once `sending` is durable. */
+  /** The delivery actor kind: indexed per peer by outcome; a `queued` delivery waits in the outbound queue, its send starts once `sending` is durable. */
   kind(): ActorKind<FederationDeliveryContext> {
     return {
       name: FEDERATION_DELIVERY,
@@ -72,8 +72,8 @@ export class FederationOut {
       invalid: 'FED_DELIVERY_FAILED',
       indexes: (r) => [[federationIndexes.deliveries(r.context.peer_id, bucketOf(r.value)), member(r.context)]],
       timers: (r) => federationDeliveryTimers(r.value, r.context),
-      committed: async (id, rec, prev) => {
-        if (rec.value === 'sending' && (prev?.value !== 'sending' || prev.context.attempt_count !== rec.context.attempt_count)) this.out.enqueue(id);
+      committed: (id, rec) => {
+        if (rec.value === 'queued') this.out.enqueue(id);
       },
       // the signal's FED_DELIVERY_FAILED mark is written in the commit that fails the delivery: no crash can split them
       alongside: async (_id, rec, prev, rt) => {
@@ -119,7 +119,8 @@ export class FederationOut {
       now: now(),
       retry_window_ms: this.config.federationRetryWindowMs,
       backoff_base_ms: this.config.federationBackoffBaseMs,
-      // an attempt ends by its own timeout; twice that without a result means the sender died mid-send
+      // an attempt ends by its own timeout; twice that without a result means the sender died mid-send,
+      // and as long queued without a start, that its process may be gone (queued again, nothing recorded)
       send_hold_ms: 2 * this.config.federationTimeoutMs + 1000,
     });
     return this.rt.createOps(FEDERATION_DELIVERY, id, rec);
@@ -163,9 +164,8 @@ export class FederationOut {
   }
 
   private async attempt(id: string): Promise<void> {
-    const cur = await this.rt.load<FederationDeliveryContext>(FEDERATION_DELIVERY, id);
-    if (!cur || cur.value.value !== 'sending') return;
-    const c = cur.value.context;
+    const c = await startAttempt<FederationDeliveryContext>(this.rt, FEDERATION_DELIVERY, id);
+    if (!c) return;
     const outcome = await this.post(c);
     if (this.out.isStopped) return;
     const { remote_id, ...result } = outcome;

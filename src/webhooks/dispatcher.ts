@@ -184,7 +184,8 @@ export class Dispatcher {
       now: now(),
       retry_window_ms: this.config.webhookRetryWindowMs,
       backoff_base_ms: this.config.webhookBackoffBaseMs,
-      // an attempt ends by its own timeout; twice that without a result means the sender died mid-send
+      // an attempt ends by its own timeout; twice that without a result means the sender died mid-send,
+      // and as long queued without a start, that its process may be gone (queued again, nothing recorded)
       send_hold_ms: 2 * this.config.webhookTimeoutMs + 1000,
     });
     return this.rt.createOps(DELIVERY, id, rec);

@@ -40,7 +40,8 @@ export const deliveryId = (webhookId: string, log: string, seq: number, event: s
 const deliveryMember = (c: DeliveryContext) => `${c.order}|${c.id}`;
 export const idOfDeliveryMember = (m: string) => m.slice(m.indexOf('|') + 1);
 
-export function deliveryKind(onSending: (id: string, rec: ActorRecord<DeliveryContext>) => void): ActorKind<DeliveryContext> {
+/** `onQueued` is told every commit leaving a delivery `queued` (a due attempt, or one queued again): the sender queues it. */
+export function deliveryKind(onQueued: (id: string, rec: ActorRecord<DeliveryContext>) => void): ActorKind<DeliveryContext> {
   return {
     name: DELIVERY,
     machine: deliveryMachine,
@@ -48,8 +49,8 @@ export function deliveryKind(onSending: (id: string, rec: ActorRecord<DeliveryCo
     invalid: 'WEBHOOK_DELIVERY_IN_PROGRESS',
     indexes: (r) => [[webhookIndexes.deliveries(r.context.webhook_id), deliveryMember(r.context)]],
     timers: (r) => deliveryTimers(r.value, r.context),
-    committed: (id, rec, prev) => {
-      if (rec.value === 'sending' && (prev?.value !== 'sending' || prev.context.attempt_count !== rec.context.attempt_count)) onSending(id, rec);
+    committed: (id, rec) => {
+      if (rec.value === 'queued') onQueued(id, rec);
     },
   };
 }

@@ -1,12 +1,14 @@
 /**
  * Outbound HTTP for the delivery senders (webhooks, federation), off every request path: a bounded number of
- * attempts in flight per process (a queue of delivery ids), a time limit per POST, and the SSRF guard
- * (the connection goes only to an address just checked). Stopping aborts the POSTs in flight.
+ * attempts in flight per process (a queue of delivery ids, each at most once), a time limit per POST, and the
+ * SSRF guard (the connection goes only to an address just checked). Stopping aborts the POSTs in flight.
  */
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
+import type { AttemptsContext } from '../../actors/outbound-delivery.js';
 import type { Logger } from '../log.js';
+import type { Runtime } from '../runtime/runtime.js';
 import { allowedAddresses } from './address.js';
 
 /** Response bytes read before the socket is released; a longer answer is cut (and kept only this far). */
@@ -24,8 +26,21 @@ export interface Answer {
   body: string;
 }
 
+/**
+ * Starts the attempt of a `queued` delivery as its queue entry gets a slot: the commit to `sending` is a
+ * compare-and-set on the delivery, so exactly one entry (of this process or another) starts each attempt and
+ * its clock runs from here, just before the request is written. Undefined when the delivery has moved past the
+ * entry (started elsewhere, already sent, ...): that entry sends nothing.
+ */
+export async function startAttempt<C extends AttemptsContext>(rt: Runtime, kind: string, id: string): Promise<C | undefined> {
+  const started = await rt.send<C>(kind, id, { type: 'START' }, { quiet: true });
+  return started?.record.value === 'sending' ? started.record.context : undefined;
+}
+
 export class Outbound {
   private queue: string[] = [];
+  /** the ids in `queue`: a delivery queued again while still waiting keeps its place */
+  private waiting = new Set<string>();
   private inFlight = 0;
   private stopped = false;
   private aborts = new Set<AbortController>();
@@ -42,7 +57,8 @@ export class Outbound {
   }
 
   enqueue(id: string): void {
-    if (this.stopped) return;
+    if (this.stopped || this.waiting.has(id)) return;
+    this.waiting.add(id);
     this.queue.push(id);
     this.pump();
   }
@@ -50,9 +66,10 @@ export class Outbound {
   private pump(): void {
     while (!this.stopped && this.inFlight < this.limits.maxInFlight && this.queue.length) {
       const id = this.queue.shift()!;
+      this.waiting.delete(id);
       this.inFlight++;
       void this.attempt(id)
-        .catch((e) => this.log.warn({ err: e, delivery: id }, `${this.what} attempt not recorded; its sending timer retries it`))
+        .catch((e) => this.log.warn({ err: e, delivery: id }, `${this.what} attempt not recorded; its delivery's timer retries it`))
         .finally(() => {
           this.inFlight--;
           this.pump();
@@ -60,16 +77,19 @@ export class Outbound {
     }
   }
 
-  /** One POST within the time limit; throws on a refused address, a network error or the timeout. */
+  /**
+   * One POST within the time limit, which covers the address check too (a slow DNS answer cannot stretch an
+   * attempt past its sending timer); throws on a refused address, a network error or the timeout.
+   */
   async post(url: URL, headers: Record<string, string>, body: string): Promise<Answer> {
-    const addrs = await allowedAddresses(url.hostname, this.limits.allowPrivateNetwork);
-    // connect only to an address just checked, never to a second DNS answer
-    const lookup = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
-      opts.all ? cb(null, addrs) : cb(null, addrs[0].address, addrs[0].family)) as unknown as LookupFunction;
     const abort = new AbortController();
     this.aborts.add(abort);
     const timer = setTimeout(() => abort.abort(new Error(`no answer within ${this.limits.timeoutMs} ms`)), this.limits.timeoutMs);
     try {
+      const addrs = await abortable(allowedAddresses(url.hostname, this.limits.allowPrivateNetwork), abort.signal);
+      // connect only to an address just checked, never to a second DNS answer
+      const lookup = ((_host: string, opts: { all?: boolean }, cb: (...a: unknown[]) => void) =>
+        opts.all ? cb(null, addrs) : cb(null, addrs[0].address, addrs[0].family)) as unknown as LookupFunction;
       return await new Promise<Answer>((resolve, reject) => {
         const req = (url.protocol === 'https:' ? https : http).request(url, { method: 'POST', headers, lookup, signal: abort.signal }, (res) => {
           const chunks: Buffer[] = [];
@@ -92,10 +112,21 @@ export class Outbound {
     }
   }
 
-  /** Stops sending; attempts in flight are abandoned unrecorded and retried by their sending timers. */
+  /** Stops sending; attempts in flight are abandoned unrecorded (retried by their SEND_TIMEOUT), queued ones are queued again by their REQUEUE. */
   stop(): void {
     this.stopped = true;
     this.queue.length = 0;
+    this.waiting.clear();
     for (const a of this.aborts) a.abort(new Error('service stopping'));
   }
+}
+
+/** `p`, or the signal's reason once it aborts first. */
+function abortable<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }

@@ -1,14 +1,16 @@
 /**
- * Runs the HTTP POST of a webhook delivery that committed to `sending`, through the shared outbound queue
- * (bounded in flight, a time limit per attempt, the SSRF guard), and sends the outcome back to the actor as
- * `RESULT`. A process that dies mid-send leaves the actor `sending`; its `SEND_TIMEOUT` timer retries.
+ * Runs the HTTP POST of a webhook delivery that committed to `queued`, through the shared outbound queue
+ * (bounded in flight, a time limit per attempt, the SSRF guard): when a slot is free the attempt starts
+ * (`START`, the fence against a stale queue entry), is POSTed, and its outcome goes back to the actor as
+ * `RESULT`. A process that dies mid-send leaves the actor `sending`; its `SEND_TIMEOUT` timer retries. One that
+ * dies with the delivery still queued leaves it `queued`; its `REQUEUE` timer queues it again.
  */
 import type { DeliveryContext } from '../../actors/webhook-delivery.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { DELIVERY, sign, webhookKeys, type Webhook } from './model.js';
-import { Outbound } from './outbound.js';
+import { Outbound, startAttempt } from './outbound.js';
 
 export class Sender {
   private out: Outbound;
@@ -27,9 +29,8 @@ export class Sender {
   }
 
   private async attempt(id: string): Promise<void> {
-    const cur = await this.rt.load<DeliveryContext>(DELIVERY, id);
-    if (!cur || cur.value.value !== 'sending') return;
-    const c = cur.value.context;
+    const c = await startAttempt<DeliveryContext>(this.rt, DELIVERY, id);
+    if (!c) return;
     const hook = (await this.rt.store.get<Webhook>(webhookKeys.webhook(c.webhook_id)))?.value;
     const outcome = hook?.active ? await this.post(hook, c) : { ok: false, give_up: true, response_code: null, latency_ms: null, error: hook ? 'the webhook is inactive' : 'the webhook was deleted' };
     if (this.out.isStopped) return;

@@ -3,8 +3,9 @@
  * server checking every proof from the documented formula): emit with to_peer and its refusals, the outbound
  * delivery retried until the peer answers (the copy's id recorded as federation.remote_id), FED_DELIVERY_FAILED
  * after the retry budget, the federation events on the push stream and in webhooks (delivered, claimed and
- * completed by the peer's signed calls, failed), GET /admin/peers counts,
- * and a delivery that survives a restart of the sending process.
+ * completed by the peer's signed calls, failed), GET /admin/peers counts, a slow peer with more deliveries
+ * than slots (each sent once, no attempt failed for waiting), and a delivery that survives a restart of the
+ * sending process.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { bootstrap, Client, type Member } from '../helpers/client.js';
@@ -125,6 +126,27 @@ describe.each(BACKENDS)('federation outbound on %s', (backend) => {
       expect(hookRx.requests.every((r) => r.verified && r.body.type !== 'federation.delivered')).toBe(true);
     } finally {
       await hookRx.close();
+    }
+  });
+
+  it('a slow peer with more deliveries than sending slots: each signal delivered once, and waiting for a slot is no failed attempt', async () => {
+    // 2 slots, answers in 800 ms, 1500 ms per call: the last of 14 deliveries waits about 5 s for a slot,
+    // longer than an attempt may go without a result (2 x 1500 ms + 1 s) once its request is written
+    const svc = await servers.start({ ...FAST, FEDERATION_MAX_IN_FLIGHT: '2', FEDERATION_TIMEOUT_MS: '1500' });
+    const root = await bootstrap(svc.url);
+    const rx = await peer(() => new Promise<number>((r) => setTimeout(() => r(200), 800)));
+    const peerId = await trustPeer(root, rx);
+    const sent: string[] = [];
+    for (let i = 0; i < 14; i++) sent.push((await emitOk(root, { signal_type: 'task', content: `queued ${i}`, to_peer: peerId, to_role: 'ops' })).id);
+    const row = await waitFor('every delivery delivered', () => peerRow(root.client, peerId), (p: any) => p.deliveries.delivered === 14, 40_000, 200);
+    expect(row.deliveries).toMatchObject({ delivered: 14, failed: 0, pending: 0, last_error: null });
+    expect(rx.calls.every((c) => c.verified && c.path === '/federation/deliver')).toBe(true);
+    expect(rx.calls.map((c) => c.body.signal.id).sort()).toEqual([...sent].sort());
+    const listed = expectOk(await root.client.get('/admin/actors?kind=federation-delivery&limit=100')).actors;
+    expect(listed).toHaveLength(14);
+    for (const a of listed) {
+      const { context } = expectOk(await root.client.get(`/admin/actors/federation-delivery/${a.id}`));
+      expect(context.attempts.map((x: any) => [x.attempt, x.status, x.response_code]), a.id).toEqual([[1, 'succeeded', 200]]);
     }
   });
 

@@ -3,7 +3,9 @@
  * checked by the independent `standardwebhooks` package at a real local receiver that fails the first two
  * attempts, every event exactly once after deduplicating by webhook-id, retries across a restart, replay,
  * the deliveries list walked page by page, POST /emit unaffected by a hanging endpoint, no more requests
- * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, and the SSRF refusal.
+ * open at a hanging endpoint than WEBHOOK_MAX_IN_FLIGHT, a slow endpoint with more events than slots (each
+ * POSTed once, no attempt failed for waiting; on Redis also with two instances queueing the same deliveries),
+ * and the SSRF refusal.
  */
 import { lookup } from 'node:dns/promises';
 import { createServer } from 'node:http';
@@ -242,6 +244,26 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(rx.requests).toHaveLength(5);
   });
 
+  it('a slow receiver with more events than sending slots: each event POSTed once, and waiting for a slot is no failed attempt', async () => {
+    // 2 slots, answers in 800 ms, 1500 ms per attempt: the last of 14 events waits about 5 s for a slot,
+    // longer than an attempt may go without a result (2 x 1500 ms + 1 s) once its request is written
+    const slow = () => new Promise<number>((r) => setTimeout(() => r(200), 800));
+    const rx = await receiver(slow);
+    const svc = await servers.start({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '2', WEBHOOK_TIMEOUT_MS: '1500' });
+    const root = await bootstrap(svc.url);
+    const w = await hook(root, rx, ['signal.emitted']);
+    const sent: string[] = [];
+    for (let i = 0; i < 14; i++) sent.push((await emitOk(root, { signal_type: 'pulse', content: `queued ${i}` })).id);
+    const ds = await waitFor('every delivery delivered', () => deliveriesOf(root, w.id), (x: any[]) => x.length === 14 && x.every((d) => d.status === 'delivered'), 40_000, 200);
+    for (const d of ds) expect(d.attempts.map((a: any) => [a.attempt, a.status, a.response_code]), d.id).toEqual([[1, 'succeeded', 200]]);
+    expect(rx.requests.every((r) => r.verified)).toBe(true);
+    expect(rx.requests.map((r) => r.body.data.signal.id).sort()).toEqual([...sent].sort());
+    expect(rx.maxOpen).toBeLessThanOrEqual(2);
+    // the last ones waited past their hold and were queued again: still one attempt each, counted from START
+    const requeued = await Promise.all(ds.map(async (d: any) => expectOk(await root.client.get(`/admin/actors/webhook-delivery/${d.id}`)).transitions.some((t: any) => t.event === 'REQUEUE')));
+    expect(requeued.some(Boolean)).toBe(true);
+  });
+
   it('retries survive a restart on the same data', async () => {
     let up = false;
     const rx = await receiver(() => (up ? 200 : 503));
@@ -306,7 +328,9 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const codes = d.attempts.map((a: any) => a.response_code);
     expect(codes.length).toBeGreaterThanOrEqual(2);
     expect(codes.every((c: number) => c === 500), JSON.stringify(codes)).toBe(true);
-    const deadline = Date.parse(d.created_at) + 1000;
+    // the window ends 1000 ms after creation, moved later by the (short) time each attempt waited queued
+    const deadline = expectOk(await root.client.get(`/admin/actors/webhook-delivery/${d.id}`)).context.deadline_at;
+    expect(deadline).toBeGreaterThanOrEqual(Date.parse(d.created_at) + 1000);
     const at = d.attempts.map((a: any) => Date.parse(a.at));
     const backoff = (i: number) => 200 * 2 ** i;
     for (let i = 0; i + 1 < at.length; i++) {
@@ -378,5 +402,36 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(d.attempts[0]).toMatchObject({ status: 'failed', response_code: null });
     expect(d.attempts[0].error).toMatch(/private, loopback or link-local/);
     expect(rx.requests).toHaveLength(0);
+  });
+});
+
+// several instances share a store only on Redis: there a delivery can be queued on two of them at once
+describe('webhooks on two instances of one Redis', () => {
+  const servers = serversOn('redis');
+  it('a slow receiver: deliveries queued again on the other instance are still POSTed once each, one attempt each', async () => {
+    const rx = await startReceiver(() => new Promise<number>((r) => setTimeout(() => r(200), 500)));
+    // one slot each, answers in 500 ms: 24 events take about 6 s, past the 3.4 s hold (2 x 1200 ms + 1 s), so
+    // the last ones are queued again by whichever instance claims their REQUEUE timer
+    const env = await servers.env({ ...FAST, WEBHOOK_MAX_IN_FLIGHT: '1', WEBHOOK_TIMEOUT_MS: '1200' });
+    const [a, b] = await Promise.all([startServer(env), startServer(env)]);
+    try {
+      const root = await bootstrap(a.url);
+      const w = expectOk(await root.client.post('/admin/webhooks', { url: rx.url, events: ['signal.emitted'] }), 201);
+      rx.secret = w.secret;
+      const onB = new Client(b.url, root.key);
+      const sent: string[] = [];
+      for (let i = 0; i < 24; i++) sent.push((await emitOk(i % 2 ? onB : root.client, { signal_type: 'pulse', content: `two ${i}` })).id);
+      const deliveries = async () => expectOk(await root.client.get(`/admin/webhooks/${w.id}/deliveries?limit=100`)).deliveries;
+      const ds = await waitFor('every delivery delivered', deliveries, (x: any[]) => x.length === 24 && x.every((d) => d.status === 'delivered'), 40_000, 200);
+      for (const d of ds) expect(d.attempts.map((x: any) => [x.attempt, x.status, x.response_code]), d.id).toEqual([[1, 'succeeded', 200]]);
+      expect(rx.requests.every((r) => r.verified)).toBe(true);
+      expect(rx.requests.map((r) => r.body.data.signal.id).sort()).toEqual([...sent].sort());
+      expect(rx.maxOpen).toBeLessThanOrEqual(2);
+      const requeued = await Promise.all(ds.map(async (d: any) => expectOk(await root.client.get(`/admin/actors/webhook-delivery/${d.id}`)).transitions.filter((t: any) => t.event === 'REQUEUE').length));
+      expect(requeued.some(Boolean)).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+      await rx.close();
+    }
   });
 });

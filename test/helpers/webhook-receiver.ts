@@ -1,7 +1,8 @@
 /**
  * A real webhook endpoint for tests: node:http on 127.0.0.1. Every request is verified with the
- * independent `standardwebhooks` implementation; `respond` decides each answer (a status, or 'hang': held
- * open until `release` answers it or the sender gives up). It counts the requests open at once.
+ * independent `standardwebhooks` implementation; `respond` decides each answer (a status, a promise of one: a
+ * slow receiver, or 'hang': held open until `release` answers it or the sender gives up). It counts the
+ * requests open at once.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -33,7 +34,7 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(respond: (r: Received) => number | 'hang' = () => 200): Promise<Receiver> {
+export async function startReceiver(respond: (r: Received) => number | Promise<number> | 'hang' = () => 200): Promise<Receiver> {
   const requests: Received[] = [];
   const hanging = new Map<ServerResponse, Received>();
   const delivered = new Map<string, Received>();
@@ -79,7 +80,11 @@ export async function startReceiver(respond: (r: Received) => number | 'hang' = 
       hanging.delete(res);
     };
     settled.set(res, done);
-    res.on('close', done);
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+      done();
+    });
     const chunks: Buffer[] = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
@@ -97,7 +102,9 @@ export async function startReceiver(respond: (r: Received) => number | 'hang' = 
       requests.push(r);
       const status = respond(r);
       if (status === 'hang') hanging.set(res, r);
-      else answer(res, r, status);
+      else if (typeof status === 'number') answer(res, r, status);
+      // a slow answer to a sender that gave up (closed the connection) is no delivery
+      else void status.then((s) => !gone && answer(res, r, s));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
