@@ -97,9 +97,13 @@ export class RateLimits {
   /** A peer's budget in the current window without spending any (GET /admin/peers); null when unlimited. */
   async peerRate(peerId: string, limit: number): Promise<{ limit: number; used: number; remaining: number; reset_ms: number } | null> {
     if (!limit) return null;
-    const r = await this.limiter(limit).get(peerKey(peerId));
-    const used = Math.min(limit, r?.consumedPoints ?? 0);
-    return { limit, used, remaining: limit - used, reset_ms: r?.msBeforeNext ?? 0 };
+    // a spend of nothing reads the counter on both backends (the Redis limiter's own read wants a full client); over the limit it rejects with the counter
+    const r = await this.limiter(limit).consume(peerKey(peerId), 0).catch((e: unknown) => {
+      if (e instanceof RateLimiterRes) return e;
+      throw e;
+    });
+    const used = Math.min(limit, r.consumedPoints);
+    return { limit, used, remaining: limit - used, reset_ms: r.msBeforeNext };
   }
 
   private async spend(id: string, limit: number, units: number, refusal: string): Promise<NonNullable<Principal['rate']>> {
