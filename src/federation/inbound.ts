@@ -1,6 +1,7 @@
 /**
  * The receiving side of every federation call (docs/federation.md): the proof gate the front end runs for
- * proof routes, and the four peer calls. Deliver stores a copy routed like a local emit; claim and ack act on
+ * proof routes, and the four peer calls. Deliver stores a copy routed like a local emit, counted against the
+ * peer's storage quota (src/federation/limits.ts); claim and ack act on
  * our outbound signal for the calling peer's agent; cancel marks either our outbound signal or our inbound copy.
  */
 import type { SignalContext } from '../../actors/signal.js';
