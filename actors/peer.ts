@@ -26,14 +26,22 @@ export interface PeerContext {
   created_by: string;
   created_at: string;
   updated_at: string;
+  /** requests a minute this peer may make to the proof routes; null: FEDERATION_PEER_RATE_LIMIT; 0: no limit (absent on older records) */
+  rate_limit?: number | null;
+  /** bytes of signal copies this peer may store here; null: FEDERATION_PEER_STORAGE_QUOTA_BYTES; 0: no limit (absent on older records) */
+  storage_quota_bytes?: number | null;
 }
+
+/** The per-peer overrides of the federation limits (docs/federation.md, Limits); null falls back to the setting. */
+export type PeerLimits = Pick<PeerContext, 'rate_limit' | 'storage_quota_bytes'>;
 
 export type PeerEvent =
   | { type: 'ACTIVATE'; now: number }
   | { type: 'SUSPEND'; now: number }
   | { type: 'REVOKE'; now: number }
   | { type: 'ESTABLISH'; now: number; by: string; shared_secret: string; expires_at: string }
-  | { type: 'TRUST_EXPIRE'; now: number };
+  | { type: 'TRUST_EXPIRE'; now: number }
+  | ({ type: 'SET_LIMITS'; now: number } & PeerLimits);
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -47,6 +55,10 @@ export const peerMachine = setup({
       return { has_trust: true, shared_secret: e.shared_secret, expires_at: e.expires_at, trust_expired: false, establish_requested_at: iso(e.now), establish_requested_by: e.by, updated_at: iso(e.now) };
     }),
     expire: assign(({ event }) => ({ trust_expired: true, updated_at: iso(event.now) })),
+    limits: assign(({ event }) => {
+      const e = event as Extract<PeerEvent, { type: 'SET_LIMITS' }>;
+      return { ...(e.rate_limit !== undefined && { rate_limit: e.rate_limit }), ...(e.storage_quota_bytes !== undefined && { storage_quota_bytes: e.storage_quota_bytes }), updated_at: iso(e.now) };
+    }),
   },
   guards: {
     validTrust: ({ event }) => event.type === 'ESTABLISH' && typeof event.shared_secret === 'string' && event.shared_secret.length > 0 && !Number.isNaN(Date.parse(event.expires_at)),
@@ -64,6 +76,7 @@ export const peerMachine = setup({
         REVOKE: { target: 'revoked', actions: 'touch' },
         ESTABLISH: { guard: 'validTrust', target: 'active', actions: 'trust' },
         TRUST_EXPIRE: { guard: 'trustOver', actions: 'expire' },
+        SET_LIMITS: { actions: 'limits' },
       },
     },
     active: {
@@ -72,6 +85,7 @@ export const peerMachine = setup({
         REVOKE: { target: 'revoked', actions: 'touch' },
         ESTABLISH: { guard: 'validTrust', target: 'active', actions: 'trust' },
         TRUST_EXPIRE: { guard: 'trustOver', actions: 'expire' },
+        SET_LIMITS: { actions: 'limits' },
       },
     },
     suspended: {
@@ -79,6 +93,7 @@ export const peerMachine = setup({
         ACTIVATE: { target: 'active', actions: 'touch' },
         REVOKE: { target: 'revoked', actions: 'touch' },
         TRUST_EXPIRE: { guard: 'trustOver', actions: 'expire' },
+        SET_LIMITS: { actions: 'limits' },
       },
     },
     revoked: {},
@@ -88,11 +103,11 @@ export const peerMachine = setup({
 /** PATCH .../status names the state to reach; this is the event that moves there. */
 export const PEER_STATUS_EVENT: Record<Exclude<PeerState, 'pending'>, PeerEvent['type']> = { active: 'ACTIVATE', suspended: 'SUSPEND', revoked: 'REVOKE' };
 
-type PeerFields = Omit<PeerContext, 'has_trust' | 'expires_at' | 'shared_secret' | 'trust_expired' | 'establish_requested_at' | 'establish_requested_by' | 'updated_at'>;
+type PeerFields = Omit<PeerContext, 'has_trust' | 'expires_at' | 'shared_secret' | 'trust_expired' | 'establish_requested_at' | 'establish_requested_by' | 'updated_at' | 'rate_limit' | 'storage_quota_bytes'> & PeerLimits;
 
 export const newPeer = (c: PeerFields): { value: PeerState; context: PeerContext } => ({
   value: 'pending',
-  context: { ...c, has_trust: false, expires_at: null, shared_secret: null, trust_expired: false, establish_requested_at: null, establish_requested_by: null, updated_at: c.created_at },
+  context: { rate_limit: null, storage_quota_bytes: null, ...c, has_trust: false, expires_at: null, shared_secret: null, trust_expired: false, establish_requested_at: null, establish_requested_by: null, updated_at: c.created_at },
 });
 
 /** A peer created together with its trust (POST /federation/trust): active at once. */

@@ -14,6 +14,7 @@ import { indexOpenTasksOnce } from './signals/open-tasks.js';
 import { rateHeaders, RateLimits } from './auth/rate-limit.js';
 import { Siwe } from './auth/siwe.js';
 import { Inbound } from './federation/inbound.js';
+import { PeerLimiter } from './federation/limits.js';
 import { Nonces } from './federation/nonces.js';
 import { Trust } from './federation/trust.js';
 import { Health, VERSION } from './health/health.js';
@@ -49,7 +50,7 @@ import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
 import { CompanyRecord } from './org/company.js';
 import { Discovery } from './org/discovery.js';
-import { Peers, peerKind } from './org/peers.js';
+import { Peers, peerKind, type Peer } from './org/peers.js';
 import { Memberships, membershipKind, migrateLegacyMemberships } from './org/memberships.js';
 import { Org } from './org/service.js';
 import { indexAgentsOnce, Presence } from './presence/presence.js';
@@ -152,7 +153,8 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const workstreams = new Workstreams(runtime, signals, workspace, artifacts);
   workstreams.register('memory', (p, id) => memories.linkSummary(p, id));
   const trust = new Trust(peers);
-  const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs);
+  const peerLimits = new PeerLimiter(store, limits, config);
+  const inbound = new Inbound(runtime, trust, new Nonces(store), signals, config.taskLeaseMs, peerLimits);
   const services = {
     config,
     links,
@@ -187,6 +189,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     reservations: new Reservations(runtime, presence, { defaultTtlS: Math.min(3600, config.reservationMaxTtlS), maxTtlS: config.reservationMaxTtlS }, idempotency),
     trust,
     inbound,
+    peerLimits,
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -204,6 +207,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       return p;
     },
     verifyProof: (call) => inbound.verify(call),
+    peerBudget: (peer) => peerLimits.spend(peer as Peer),
     answered: (a) => {
       metrics.request(a);
       log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');

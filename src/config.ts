@@ -61,6 +61,10 @@ export interface Config {
   federationTimeoutMs: number;
   /** federation: background calls in flight per process */
   federationMaxInFlight: number;
+  /** federation: requests a minute one peer may make to the proof routes when its record names none; 0 = no limit */
+  federationPeerRateLimit: number;
+  /** federation: bytes of signal copies one peer may store here when its record names none; 0 = no limit */
+  federationPeerStorageQuotaBytes: number;
   /** the settings whose value came from the environment (GET /admin/config says env or default) */
   fromEnv: readonly string[];
   siweNonceTtlMs: number;
@@ -254,6 +258,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     federationBackoffBaseMs: int(env, 'FEDERATION_BACKOFF_BASE_MS', 1000, 10, 3600_000),
     federationTimeoutMs: int(env, 'FEDERATION_TIMEOUT_MS', 10_000, 100, 600_000),
     federationMaxInFlight: int(env, 'FEDERATION_MAX_IN_FLIGHT', 16, 1, 1000),
+    federationPeerRateLimit: int(env, 'FEDERATION_PEER_RATE_LIMIT', 600, 0),
+    federationPeerStorageQuotaBytes: int(env, 'FEDERATION_PEER_STORAGE_QUOTA_BYTES', 1024 * 1024 * 1024, 0),
     fromEnv: Object.freeze(SETTINGS.map((x) => x.name).filter((n) => env[n] !== undefined && env[n] !== '')),
     siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
     siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
@@ -328,6 +334,8 @@ const SETTINGS: Setting[] = [
   { name: 'FEDERATION_BACKOFF_BASE_MS', value: (c) => c.federationBackoffBaseMs },
   { name: 'FEDERATION_TIMEOUT_MS', value: (c) => c.federationTimeoutMs },
   { name: 'FEDERATION_MAX_IN_FLIGHT', value: (c) => c.federationMaxInFlight },
+  { name: 'FEDERATION_PEER_RATE_LIMIT', value: (c) => c.federationPeerRateLimit },
+  { name: 'FEDERATION_PEER_STORAGE_QUOTA_BYTES', value: (c) => c.federationPeerStorageQuotaBytes },
   { name: 'EMBEDDING_PROVIDER', value: (c) => c.embedding.provider },
   { name: 'EMBEDDING_DIM', value: (c) => c.embedding.dim },
   { name: 'EMBEDDING_URL', value: (c) => c.embedding.url ?? null },

@@ -92,6 +92,8 @@ export const catalogue = {
   FED_TRUST_NOT_ESTABLISHED: [403, 'No shared secret'],
   FED_TRUST_EXPIRED: [403, 'Trust expired'],
   FED_HOP_LIMIT: [400, 'Signal already federated once'],
+  // not in the interface: a peer's storage quota (docs/federation.md, Limits); 429 as MEMORY_QUOTA_EXCEEDED, so a sender retries
+  FED_QUOTA_EXCEEDED: [429, "The peer's storage quota is reached"],
   RATE_LIMIT_EXCEEDED: [429, 'Too many requests'],
   MEMORY_VALIDATION_FAILED: [400, 'Memory needs namespace and content'],
   MEMORY_NOT_FOUND: [404, 'Memory or job not found'],

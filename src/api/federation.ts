@@ -29,7 +29,7 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     path: '/federation/deliver',
     auth: 'proof',
     body: DeliverBody,
-    errors: [...PROOF_ERRORS, 'FED_SCOPE_DENIED', 'FED_HOP_LIMIT', 'SIGNAL_NOT_FOUND'],
+    errors: [...PROOF_ERRORS, 'FED_SCOPE_DENIED', 'FED_HOP_LIMIT', 'SIGNAL_NOT_FOUND', 'FED_QUOTA_EXCEEDED'],
     handler: async (r) => ({ data: await inbound.deliver(r.peer, r.body.signal, r.body.hops) }),
   },
   { method: 'post', path: '/federation/claim', auth: 'proof', body: PeerClaimBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.claim(r.peer, r.body.signal_id, r.body.agent, r.body.lease_ms, r.body.claim_token) }) },

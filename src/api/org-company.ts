@@ -3,7 +3,7 @@ import type { Route } from '../http/server.js';
 import { compile } from '../validation.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
-import { EstablishBody } from '../federation/schemas.js';
+import { EstablishBody, PeerLimitFields } from '../federation/schemas.js';
 import type { Services } from './services.js';
 
 const PeerCreate = compile(
@@ -11,8 +11,10 @@ const PeerCreate = compile(
     name: Type.String({ minLength: 1, maxLength: 200 }),
     endpoint: Type.String({ minLength: 1, maxLength: 2000 }),
     allowed_scopes: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 100 })),
+    ...PeerLimitFields,
   }),
 );
+const PeerLimits = compile(Type.Object(PeerLimitFields, { minProperties: 1 }));
 const PeerStatus = compile(Type.Object({ status: Type.Union([Type.Literal('active'), Type.Literal('suspended'), Type.Literal('revoked')]) }));
 const PeerQuery = compile(Type.Object({ status: Type.Optional(Type.Union(['pending', 'active', 'suspended', 'revoked'].map((s) => Type.Literal(s)))) }));
 
@@ -23,7 +25,7 @@ const ClawType = compile(Type.Object({ claw_type: Type.Union([Type.Literal('cent
 const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const orgInvalid = 'ORG_VALIDATION_FAILED' as const;
 
-export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust, federationOut }: Services): Route<Principal>[] => [
+export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust, federationOut, peerLimits }: Services): Route<Principal>[] => [
   { method: 'get', path: '/org/company', auth: 'key', handler: async () => ({ data: await company.get() }) },
   {
     method: 'get',
@@ -39,10 +41,11 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
   { method: 'get', path: '/org/company/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },
   { method: 'get', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.get(r.params.id) }) },
   { method: 'del', path: '/org/company/peers/:id', auth: 'admin', handler: async (r) => ({ data: await peers.remove(r.params.id) }) },
+  { method: 'patch', path: '/org/company/peers/:id', auth: 'admin', unscoped: true, body: PeerLimits, invalid, handler: async (r) => ({ data: await peers.setLimits(r.params.id, r.body) }) },
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', unscoped: true, body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   // the answer that issues the secret: the only read of it (docs/federation.md)
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', unscoped: true, body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
-  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await federationOut.withDeliveries(await peers.list(r.query.status)) }) },
+  { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peerLimits.withUsage(await federationOut.withDeliveries(await peers.list(r.query.status))) }) },
   {
     method: 'get',
     path: '/discovery',

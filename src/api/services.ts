@@ -5,6 +5,7 @@ import type { Config } from '../config.js';
 import type { AuthRequests } from '../identity/auth-requests.js';
 import type { Wallets } from '../identity/wallets.js';
 import type { Inbound } from '../federation/inbound.js';
+import type { PeerLimiter } from '../federation/limits.js';
 import type { Trust } from '../federation/trust.js';
 import type { Health } from '../health/health.js';
 import type { ApiKeys } from '../identity/api-keys.js';
@@ -68,4 +69,6 @@ export interface Services {
   reservations: Reservations;
   trust: Trust;
   inbound: Inbound;
+  /** a peer's request budget and storage quota */
+  peerLimits: PeerLimiter;
 }

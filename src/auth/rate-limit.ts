@@ -1,6 +1,7 @@
 /**
  * Rate limits with rate-limiter-flexible: a one-minute window of `rate_limit` (the key's own, else
- * RATE_LIMIT_DEFAULT) units per key, and of RATE_LIMIT_PUBLIC requests per client address on public routes. Embedded: counters in process memory. Redis: counters in Redis, so every
+ * RATE_LIMIT_DEFAULT) units per key, of RATE_LIMIT_PUBLIC requests per client address on public routes, and of a peer's `rate_limit`
+ * (else FEDERATION_PEER_RATE_LIMIT) requests per federation peer on proof routes. Embedded: counters in process memory. Redis: counters in Redis, so every
  * instance on one Redis (or Redis Cluster) spends the same budget. The store port hides its Redis link, so
  * this module keeps a small one of its own: with the store's guard, a Redis outage or a cluster failover
  * answers DB_CONNECT_FAILED / DB_QUERY_TIMEOUT here too, never a raw client error.
@@ -12,6 +13,8 @@ import type { Principal } from '../identity/model.js';
 import { openRedisLink } from '../store/redis-link.js';
 
 const WINDOW_S = 60;
+/** a peer's counter, apart from key ids and `addr:` ones */
+const peerKey = (peerId: string) => `peer:${peerId}`;
 
 export class RateLimits {
   /** limiters share their counters (one key prefix); the points a request may spend differ per key */
@@ -80,6 +83,27 @@ export class RateLimits {
   async consumeAddress(address: string): Promise<Record<string, string>> {
     if (!this.publicLimit) return {};
     return rateHeaders(await this.spend(`addr:${address}`, this.publicLimit, 1, `This address may make ${this.publicLimit} requests a minute to public routes`));
+  }
+
+  /**
+   * Spends one request of a federation peer on a proof route (after its proof verified, so no forger spends a
+   * peer's budget); `limit` is the peer's own or FEDERATION_PEER_RATE_LIMIT. Answers the RateLimit-* headers.
+   */
+  async consumePeer(peerId: string, limit: number): Promise<Record<string, string>> {
+    if (!limit) return {};
+    return rateHeaders(await this.spend(peerKey(peerId), limit, 1, `This peer may make ${limit} requests a minute`));
+  }
+
+  /** A peer's budget in the current window without spending any (GET /admin/peers); null when unlimited. */
+  async peerRate(peerId: string, limit: number): Promise<{ limit: number; used: number; remaining: number; reset_ms: number } | null> {
+    if (!limit) return null;
+    // a spend of nothing reads the counter on both backends (the Redis limiter's own read wants a full client); over the limit it rejects with the counter
+    const r = await this.limiter(limit).consume(peerKey(peerId), 0).catch((e: unknown) => {
+      if (e instanceof RateLimiterRes) return e;
+      throw e;
+    });
+    const used = Math.min(limit, r.consumedPoints);
+    return { limit, used, remaining: limit - used, reset_ms: r.msBeforeNext };
   }
 
   private async spend(id: string, limit: number, units: number, refusal: string): Promise<NonNullable<Principal['rate']>> {

@@ -1,6 +1,7 @@
 /**
  * The receiving side of every federation call (docs/federation.md): the proof gate the front end runs for
- * proof routes, and the four peer calls. Deliver stores a copy routed like a local emit; claim and ack act on
+ * proof routes, and the four peer calls. Deliver stores a copy routed like a local emit, counted against the
+ * peer's storage quota (src/federation/limits.ts); claim and ack act on
  * our outbound signal for the calling peer's agent; cancel marks either our outbound signal or our inbound copy.
  */
 import type { SignalContext } from '../../actors/signal.js';
@@ -10,6 +11,7 @@ import { peerView, type Peer } from '../org/peers.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { SIGNAL, signalView, type Signal } from '../signals/kind.js';
 import type { EmitBody, Signals } from '../signals/service.js';
+import { usageKey, type PeerLimiter } from './limits.js';
 import type { Nonces } from './nonces.js';
 import { parseProof, PEER_HEADER, PROOF_HEADER, verifyProof } from './proof.js';
 import type { Trust } from './trust.js';
@@ -57,6 +59,7 @@ export class Inbound {
     private nonces: Nonces,
     private signals: Signals,
     private leaseMs: number,
+    private limiter: PeerLimiter,
   ) {}
 
   /**
@@ -94,7 +97,9 @@ export class Inbound {
       metadata: signal.metadata,
       payload: signal.payload,
     };
-    return this.signals.receive(peer.id, peerAgent(peer.id, signal.from_identity ?? 'unknown'), body, signal.id, hops + 1);
+    // one copy of a peer at a time in this process: its usage record is written by every copy
+    const charge = (rec: ActorRecord<SignalContext>) => this.limiter.charge(peer, Buffer.byteLength(JSON.stringify(rec)));
+    return this.rt.serial(usageKey(peer.id), () => this.signals.receive(peer.id, peerAgent(peer.id, signal.from_identity ?? 'unknown'), body, signal.id, hops + 1, charge));
   }
 
   /** POST /federation/claim at the origin: the peer's agent takes the lease on our outbound signal. */

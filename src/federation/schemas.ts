@@ -7,6 +7,12 @@ const NonEmpty = Type.String({ minLength: 1 });
 const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9A-Za-z_-]+$' });
 const Scopes = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 100 });
 
+/** A peer's own federation limits (docs/federation.md, Limits): null for the settings' defaults, 0 for none. */
+export const PeerLimitFields = {
+  rate_limit: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000_000 }), Type.Null()])),
+  storage_quota_bytes: Type.Optional(Type.Union([Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), Type.Null()])),
+};
+
 /** POST /federation/trust: create (`expires_in`) or record the other side (`peer_id`, `shared_secret`, `expires_at`). */
 export const TrustBody = compile(
   Type.Union([
@@ -17,12 +23,14 @@ export const TrustBody = compile(
       endpoint: Type.String({ minLength: 1, maxLength: 2000 }),
       allowed_scopes: Type.Optional(Scopes),
       expires_at: Type.String({ format: 'date-time' }),
+      ...PeerLimitFields,
     }),
     Type.Object({
       name: Type.String({ minLength: 1, maxLength: 200 }),
       endpoint: Type.String({ minLength: 1, maxLength: 2000 }),
       allowed_scopes: Type.Optional(Scopes),
       expires_in: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * 365 * 86_400 })),
+      ...PeerLimitFields,
     }),
   ]),
 );

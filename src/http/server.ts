@@ -109,6 +109,8 @@ export interface FrontEndOptions<P> {
   authenticate(header: string | undefined, admin: boolean, requestId: string): Promise<P>;
   /** verifies a proof route's signed call, or throws FED_*; answers the calling peer */
   verifyProof?(call: SignedCall): Promise<unknown>;
+  /** spends one request of a verified peer's budget, or throws RATE_LIMIT_EXCEEDED; answers the RateLimit-* headers */
+  peerBudget?(peer: unknown): Promise<Record<string, string>>;
   /** refuses a browser Origin the service does not allow (ORIGIN_NOT_ALLOWED), before anything else */
   origins?: { check(origin: string | undefined): void };
   /**
@@ -190,6 +192,8 @@ export class FrontEnd<P> {
       const raw = await bodyP;
       if (raw === 'too_large') throw new AppError('PAYLOAD_TOO_LARGE', `Body exceeds ${this.opts.bodyLimit} bytes`, { limit: this.opts.bodyLimit });
       const peer = r.auth === 'proof' ? await this.verified({ method: METHOD_NAME[r.method], path: url, headers, body: raw ?? Buffer.alloc(0) }) : undefined;
+      // a peer's budget is spent once its proof verified: nobody else can spend it
+      if (peer !== undefined && this.opts.peerBudget) budget = await this.opts.peerBudget(peer);
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
       if (x.aborted) return;

@@ -34,8 +34,8 @@ export function routeErrors(r: Route): ErrorCode[] {
   if (r.auth === 'key' || r.auth === 'admin') codes.add('AUTH_KEY_MISSING');
   if (r.auth !== 'public' && r.auth !== 'proof') for (const c of ['AUTH_KEY_INVALID', 'AUTH_KEY_REVOKED', 'AUTH_KEY_EXPIRED'] as const) codes.add(c);
   if (r.auth === 'admin') codes.add('AUTH_ADMIN_REQUIRED');
-  // a key's budget, or a public route's per-address one (docs/auth.md, Rate limits)
-  if (r.auth !== 'proof' && !r.unlimited) codes.add('RATE_LIMIT_EXCEEDED');
+  // a key's budget, a public route's per-address one (docs/auth.md, Rate limits), or a peer's (docs/federation.md, Limits)
+  if (!r.unlimited) codes.add('RATE_LIMIT_EXCEEDED');
   if (r.body) codes.add('PAYLOAD_TOO_LARGE');
   if (r.invalid) codes.add(r.invalid);
   if (r.body || r.query || r.path.includes(':')) {

@@ -2,7 +2,7 @@
  * Peer organizations: the peer actor kind (hosted by the runtime like the signal kind) and its service.
  * The endpoint is unique: a `peer-endpoint:` record written with expect:0 in the creating commit.
  */
-import { newPeer, newTrustedPeer, peerMachine, peerTimers, PEER_STATUS_EVENT, type PeerContext, type PeerState } from '../../actors/peer.js';
+import { newPeer, newTrustedPeer, peerMachine, peerTimers, PEER_STATUS_EVENT, type PeerContext, type PeerLimits, type PeerState } from '../../actors/peer.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
@@ -50,7 +50,7 @@ export function normalEndpoint(raw: string): string {
   return u.href.replace(/\/+$/, '');
 }
 
-export interface PeerCreate {
+export interface PeerCreate extends PeerLimits {
   name: string;
   endpoint: string;
   allowed_scopes?: string[];
@@ -79,7 +79,7 @@ export class Peers {
   /** `answer`: what the request answers for the new peer, committed with it (an Idempotency-Key's effect) */
   private async insert(by: string, body: PeerCreate, id: string, answer: Answer, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
     const endpoint = normalEndpoint(body.endpoint);
-    const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], created_by: by, created_at: iso() };
+    const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], rate_limit: body.rate_limit ?? null, storage_quota_bytes: body.storage_quota_bytes ?? null, created_by: by, created_at: iso() };
     const rec = trust ? newTrustedPeer(fields, trust) : newPeer(fields);
     const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec), ...effectOps(answer(rec))]);
     if (res.ok) return rec;
@@ -108,6 +108,12 @@ export class Peers {
 
   async setStatus(id: string, status: Exclude<PeerState, 'pending'>): Promise<Peer> {
     const done = await this.rt.send<PeerContext>(PEER, id, { type: PEER_STATUS_EVENT[status] });
+    return peerView(done!.record);
+  }
+
+  /** PATCH /org/company/peers/:id: the peer's own federation limits (null: the settings' defaults). */
+  async setLimits(id: string, limits: PeerLimits): Promise<Peer> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'SET_LIMITS', ...limits });
     return peerView(done!.record);
   }
 

@@ -82,6 +82,9 @@ export interface FederationLink {
   forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void>;
 }
 
+/** Ops counting a new signal against a quota, committed with it; throws to refuse it. */
+export type Charge = (rec: ActorRecord<SignalContext>) => Promise<Op[]>;
+
 export class Signals {
   constructor(
     private rt: Runtime,
@@ -148,15 +151,16 @@ export class Signals {
    * Stores a copy of a peer's signal (POST /federation/deliver) and routes it in this org like a local emit,
    * so push, inboxes and webhooks follow. Idempotent per (peer, origin id): the copy claims a unique record
    * in its creating commit, and a redelivery answers the stored copy. The origin's parent maps to our copy of it.
+   * `charge`: ops for the copy's commit that count it against the peer's quota (or refuse it).
    */
-  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number): Promise<Signal> {
+  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number, charge?: Charge): Promise<Signal> {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
     const local: EmitBody = { ...body, parent_id: parent?.context.id };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
-    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId)));
+    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, charge));
   }
 
   /** Our copy of the peer's signal `originId`, if it was delivered. */
@@ -173,6 +177,7 @@ export class Signals {
     extra: Pick<SignalContext, 'resources' | 'source_org' | 'federation'>,
     existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
     claim?: Claim,
+    charge?: Charge,
   ): Promise<ActorRecord<SignalContext>> {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     const recipients = body.ack_required ? await this.ackRecipients(body, route, from) : undefined;
@@ -225,7 +230,8 @@ export class Signals {
       const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
       // an idempotency_key's answer is kept in the same commit: a retry can never make a second signal
       const kept = [...(claim ? [this.idempotency.keepOp(claim, signalView(rec))] : []), ...(existing ? [] : effectOps(signalView(rec)))];
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept] };
+      const charged = charge ? await charge(rec) : [];
+      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept, ...charged] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }

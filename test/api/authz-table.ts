@@ -281,6 +281,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /org/company/peers': ADMIN,
   'GET /org/company/peers/:id': ADMIN,
   'DELETE /org/company/peers/:id': ADMIN,
+  'PATCH /org/company/peers/:id': ADMIN_GRANT,
   'PATCH /org/company/peers/:id/status': ADMIN_GRANT,
   'POST /org/company/peers/:id/establish': ADMIN_GRANT,
   'GET /admin/peers': ADMIN,

@@ -235,6 +235,7 @@ for (const backend of BACKENDS) {
         ['POST', '/org/company/peers', { name: 'by-narrow-2', endpoint: 'https://narrow2.example' }],
         ['POST', `/org/company/peers/${peer.id}/establish`, {}],
         ['PATCH', `/org/company/peers/${peer.id}/status`, { status: 'suspended' }],
+        ['PATCH', `/org/company/peers/${peer.id}`, { rate_limit: 0 }],
         ['POST', '/admin/webhooks', { url: 'https://hooks.example/narrow', events: ['memory.stored'] }],
         ['PATCH', `/admin/webhooks/${hook.id}`, { events: ['memory.stored'] }],
       ];

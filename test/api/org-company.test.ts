@@ -76,9 +76,11 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       const q = expectOk(await root.client.post('/org/company/peers', { name: 'Beta', endpoint: 'https://beta.example' }), 201);
       const all = expectOk(await root.client.get('/org/company/peers'));
       expect(all.map((x: any) => x.id)).toEqual([q.id, p.id]);
-      // the admin view is the peer list with each peer's outbound delivery counts
+      // the admin view is the peer list with each peer's outbound delivery counts, its limits in force and its usage
       const none = { delivered: 0, failed: 0, pending: 0, last_error: null };
-      expect(expectOk(await root.client.get('/admin/peers'))).toEqual(all.map((x: any) => ({ ...x, deliveries: none })));
+      const limits = { rate_limit: 600, storage_quota_bytes: 1024 ** 3 };
+      const usage = { stored_bytes: 0, stored_signals: 0, requests: { limit: 600, used: 0, remaining: 600, reset_ms: expect.any(Number) } };
+      expect(expectOk(await root.client.get('/admin/peers'))).toEqual(all.map((x: any) => ({ ...x, deliveries: none, limits, usage })));
       expect(expectOk(await root.client.get('/admin/peers?status=suspended')).map((x: any) => x.id)).toEqual([p.id]);
       expect(expectOk(await root.client.get('/org/company/peers?status=pending')).map((x: any) => x.id)).toEqual([q.id]);
 

@@ -38,3 +38,17 @@ describe('peer machine: trust', () => {
     expect(again.context).toMatchObject({ trust_expired: false, shared_secret: 'b'.repeat(64) });
   });
 });
+
+describe('peer machine: limits', () => {
+  it('SET_LIMITS sets the fields it names and leaves the state; null goes back to the default; a revoked peer refuses it', () => {
+    const peer = newTrustedPeer(fields, trust);
+    expect(peer.context).toMatchObject({ rate_limit: null, storage_quota_bytes: null });
+    const r = step('active', peer.context, { type: 'SET_LIMITS', now: T0 + 5, rate_limit: 10 });
+    expect(r.value).toBe('active');
+    expect(r.context).toMatchObject({ rate_limit: 10, storage_quota_bytes: null, updated_at: iso(T0 + 5) });
+    const q = step('suspended', r.context, { type: 'SET_LIMITS', now: T0 + 6, storage_quota_bytes: 0, rate_limit: null });
+    expect(q.value).toBe('suspended');
+    expect(q.context).toMatchObject({ rate_limit: null, storage_quota_bytes: 0 });
+    expect(step('revoked', q.context, { type: 'SET_LIMITS', now: T0 + 7, rate_limit: 1 }).unchanged).toBe(true);
+  });
+});
