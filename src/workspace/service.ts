@@ -260,7 +260,8 @@ export class Workspace {
     const recs = await this.store.getMany<WorkspaceItem>(kids.map(keys.item));
     // only children still in this folder: an index entry read just before its item moved away is dropped
     const live = recs.filter((r): r is Versioned<WorkspaceItem> => !!r && !r.value.deleted_at && r.value.parent_id === folder);
-    const stale = kids.filter((k) => !live.some((r) => r.value.id === k));
+    const kept = new Set(live.map((r) => r.value.id));
+    const stale = kids.filter((k) => !kept.has(k));
     const folders = live.filter((r) => r.value.kind === 'folder').length;
     const next: DeletionRecord = {
       ...d.value,

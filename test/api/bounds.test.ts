@@ -76,7 +76,8 @@ describe.each(BACKENDS)('bounded request paths on %s', (backend) => {
   let worker: Member;
 
   beforeAll(async () => {
-    svc = await servers.start();
+    // the 10,003-item delete answers when done however loaded the machine (not 202 after the default 10 s)
+    svc = await servers.start({ WORKSPACE_DELETE_WAIT_MS: '120000' });
     root = await bootstrap(svc.url);
     worker = await join(root.client, 'bounds-worker');
   });
