@@ -1,6 +1,6 @@
 /**
  * A folder's deletion against creates, moves and uploads into it and below it, over real HTTP on both
- * backends. The deletion is paged (WORKSPACE_DELETE_PAGE_SIZE=20 here, about 120 pages for 2,337 items) so the
+ * backends. The deletion is paged (WORKSPACE_DELETE_PAGE_SIZE=20 here, about 100 pages for 1,937 items) so the
  * requests race many of its commits. Every request either committed before the delete (and its item is
  * then deleted with the rest, counted in the deletion) or is refused: 404 for a folder already deleted,
  * 409 WORKSPACE_FOLDER_DELETING for a folder inside one; none issued after the delete was seen succeeds, and
@@ -57,15 +57,15 @@ describe.each(BACKENDS)('workspace delete racing writes into the tree on %s', (b
 
   const folder = async (name: string, parent_id?: string) => expectOk(await m.client.post('/workspace/folders', { name, parent_id }), 201) as WorkspaceItem;
 
-  it('every create, move and upload racing a delete of 2,337 items was before it (and is deleted) or refused; nothing live is left below', async () => {
+  it('every create, move and upload racing a delete of 1,937 items was before it (and is deleted) or refused; nothing live is left below', async () => {
     const top = await folder('doomed');
     const subs = await Promise.all(Array.from({ length: 8 }, (_, i) => folder(`s${i}`, top.id)));
     const deep = await Promise.all(subs.map((s, i) => folder(`t${i}`, s.id)));
-    await seedFiles(svc, top.id, 2_000, m.id);
+    await seedFiles(svc, top.id, 1_600, m.id);
     for (const f of [...subs, ...deep]) await seedFiles(svc, f.id, 20, m.id);
     const movers = await Promise.all(Array.from({ length: 60 }, (_, i) => folder(`mover-${i}`)));
     const targets = [top, ...subs, ...deep];
-    const seeded = 1 + 16 + 2_000 + 16 * 20;
+    const seeded = 1 + 16 + 1_600 + 16 * 20;
 
     let seen = false;
     let deleting = true;
