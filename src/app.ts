@@ -120,8 +120,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const org = new Org(runtime);
   const blobs = await openBlobs(config);
   const links = new Links(config.baseUrl);
-  const workspace = new Workspace(runtime, blobs, config.maxUploadBytes);
-  void workspace.resumeDeletes().catch((err: unknown) => log.error({ err }, 'resuming workspace deletions failed'));
+  const workspace = new Workspace(runtime, blobs, config.maxUploadBytes, config.workspaceDelete, log);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
   // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
   const idempotency = new Idempotency(store, config.idempotencyTtlMs, config.idempotencyLeaseMs);
@@ -238,6 +237,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   runtime.startTimers();
   jobs.start();
   memories.startSweeper();
+  workspace.startSweeper();
   realtime.hub.holdTrimAt(() => dispatcher.needsFrom(JOURNAL_LOG));
   await dispatcher.start();
   log.info({ port, backend: store.backend }, 'service listening');
@@ -260,6 +260,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await dispatcher.stop();
       await realtime.stop();
       memories.stopSweeper();
+      await workspace.stop();
       await jobs.stop();
       await runtime.stop();
       await limits.close();

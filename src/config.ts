@@ -85,6 +85,16 @@ export interface Config {
   memoryExpirySweepMs: number;
   /** how long a memory job's worker holds it between batches before another may take it */
   memoryJobLeaseMs: number;
+  workspaceDelete: WorkspaceDeleteConfig;
+}
+
+export interface WorkspaceDeleteConfig {
+  /** children deleted per commit */
+  pageSize: number;
+  /** how long DELETE waits for a folder's deletion before answering 202 with its progress */
+  waitMs: number;
+  /** how long a running deletion's sweep holds it between pages before another instance may take it over */
+  leaseMs: number;
 }
 
 export interface S3Config {
@@ -274,6 +284,11 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
     memoryExpirySweepMs: int(env, 'MEMORY_EXPIRY_SWEEP_MS', 1000, 1),
     memoryJobLeaseMs: int(env, 'MEMORY_JOB_LEASE_MS', 15_000, 1),
+    workspaceDelete: {
+      pageSize: int(env, 'WORKSPACE_DELETE_PAGE_SIZE', 1000, 1, 10_000),
+      waitMs: int(env, 'WORKSPACE_DELETE_WAIT_MS', 10_000, 0, 600_000),
+      leaseMs: int(env, 'WORKSPACE_DELETE_LEASE_MS', 15_000, 100),
+    },
   });
 }
 
@@ -346,6 +361,9 @@ const SETTINGS: Setting[] = [
   { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
   { name: 'MEMORY_EXPIRY_SWEEP_MS', value: (c) => c.memoryExpirySweepMs },
   { name: 'MEMORY_JOB_LEASE_MS', value: (c) => c.memoryJobLeaseMs },
+  { name: 'WORKSPACE_DELETE_PAGE_SIZE', value: (c) => c.workspaceDelete.pageSize },
+  { name: 'WORKSPACE_DELETE_WAIT_MS', value: (c) => c.workspaceDelete.waitMs },
+  { name: 'WORKSPACE_DELETE_LEASE_MS', value: (c) => c.workspaceDelete.leaseMs },
   { name: 'METRICS_TOKEN', value: (c) => c.metricsToken ?? null, secret: true },
   { name: 'RESERVATION_MAX_TTL_S', value: (c) => c.reservationMaxTtlS },
   { name: 'IDEMPOTENCY_TTL_MS', value: (c) => c.idempotencyTtlMs },

@@ -125,6 +125,7 @@ export const catalogue = {
   WORKSPACE_NOT_A_FOLDER: [422, 'The parent is not a folder'],
   WORKSPACE_NOT_A_FILE: [422, 'The item is not a file'],
   WORKSPACE_REVISION_MISMATCH: [412, 'If-Match names a revision that is no longer current'],
+  WORKSPACE_FOLDER_DELETING: [409, 'The folder is inside a folder being deleted'],
   ARTIFACT_VALIDATION_FAILED: [400, 'Invalid artifact request'],
   ARTIFACT_NOT_FOUND: [404, 'Artifact not found'],
   ARTIFACT_DELETE_DENIED: [403, 'Only the uploader or an admin may delete an artifact'],

@@ -29,7 +29,17 @@ export const workspaceRoutes = ({ workspace }: Services): Route<Principal>[] => 
   },
   { method: 'get', path: '/workspace/items/:id', auth: 'key', handler: async (r) => ({ data: await workspace.item(r.principal, r.params.id) }) },
   { method: 'patch', path: '/workspace/items/:id', auth: 'key', body: PatchBody, invalid, handler: async (r) => ({ data: await workspace.update(r.principal, r.params.id, r.body) }) },
-  { method: 'del', path: '/workspace/items/:id', auth: 'key', handler: async (r) => ({ data: await workspace.remove(r.principal, r.params.id) }) },
+  {
+    method: 'del',
+    path: '/workspace/items/:id',
+    auth: 'key',
+    handler: async (r) => {
+      const d = await workspace.remove(r.principal, r.params.id);
+      // still running: 202, and where to follow it
+      return d.status === 'completed' ? { data: d } : { status: 202, data: d, headers: { location: `/workspace/deletions/${d.id}` } };
+    },
+  },
+  { method: 'get', path: '/workspace/deletions/:id', auth: 'key', handler: async (r) => ({ data: await workspace.deletion(r.principal, r.params.id) }) },
   { method: 'post', path: '/workspace/items/:id/move', auth: 'key', body: MoveBody, invalid, handler: async (r) => ({ data: await workspace.move(r.principal, r.params.id, r.body) }) },
   {
     method: 'get',

@@ -1,23 +1,26 @@
 /**
  * The workspace: a tree of folders and files, names unique per folder, every write of a file a new
  * immutable revision whose bytes live in the blob store under their SHA-256. Tree changes check the versions
- * of every record they depend on (parent, ancestors) in the same commit, so concurrent moves cannot build a
- * cycle and a folder being deleted cannot gain a child.
+ * of every record they depend on (the target folder and every folder above it, for a move also the folders
+ * the item leaves) in the same commit, so concurrent moves cannot build a cycle and a folder being deleted,
+ * or anything below it, cannot gain a child.
  */
 import type { Readable } from 'node:stream';
-import { iso } from '../clock.js';
+import { iso, now } from '../clock.js';
+import type { WorkspaceDeleteConfig } from '../config.js';
+import type { Logger } from '../log.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
-import { readAll, scanDesc, scanLimits, type Scanned } from '../store/scan.js';
+import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 import { committedEffect, effectOps } from '../store/idempotency.js';
 import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from './access.js';
-import { workspaceIndexes as ix, workspaceKeys as keys, type ItemKind, type Revision, type WorkspaceItem } from './model.js';
+import { workspaceIndexes as ix, workspaceKeys as keys, type Deletion, type DeletionRecord, type ItemKind, type Revision, type WorkspaceItem } from './model.js';
 
 export interface FileFields {
   name: string;
@@ -31,11 +34,20 @@ export interface ItemPatch {
   metadata?: Record<string, unknown>;
 }
 
+const DELETE_DEFAULTS: WorkspaceDeleteConfig = { pageSize: 1000, waitMs: 10_000, leaseMs: 15_000 };
+
 export class Workspace {
+  /** deletions this process is sweeping */
+  private sweeps = new Map<string, Promise<void>>();
+  private stopped = false;
+  private sweeper?: NodeJS.Timeout;
+
   constructor(
     private rt: Runtime,
     private blobs: BlobStore,
     private maxUploadBytes: number,
+    private deletes: WorkspaceDeleteConfig = DELETE_DEFAULTS,
+    private log?: Logger,
   ) {}
 
   private get store(): Store {
@@ -86,9 +98,9 @@ export class Workspace {
     if (done) return done;
     const item = this.newItem(p, 'folder', f);
     return this.rt.retry(async () => {
-      const pin = await this.folder(item.parent_id);
+      const pins = await this.lineage(item.parent_id);
       await this.nameFree(item.parent_id, item.name);
-      return { result: item, ops: [...pin, ...this.createOps(item), ...effectOps(item)] };
+      return { result: item, ops: [...pins, ...this.createOps(item), ...effectOps(item)] };
     });
   }
 
@@ -133,7 +145,8 @@ export class Workspace {
       const parentId = to.parent_id === undefined ? cur.value.parent_id : to.parent_id;
       const name = to.name ?? cur.value.name;
       if (parentId === cur.value.parent_id && name === cur.value.name) return { result: cur.value };
-      const pins = parentId === cur.value.parent_id ? [] : await this.ancestry(id, parentId);
+      const moving = parentId !== cur.value.parent_id;
+      const pins = distinct([...(await this.lineage(parentId, { self: id, holds: !moving })), ...(moving ? await this.lineage(cur.value.parent_id, { holds: true }) : [])]);
       await this.nameFree(parentId, name, id);
       const next: WorkspaceItem = { ...cur.value, parent_id: parentId, name, updated_at: iso() };
       const sameKey = keys.name(parentId, name) === keys.name(cur.value.parent_id, cur.value.name);
@@ -149,17 +162,24 @@ export class Workspace {
     });
   }
 
-  /** Check ops for the target folder and every ancestor above it; refuses when `id` is among them. */
-  private async ancestry(id: string, target: string | null): Promise<Op[]> {
+  /**
+   * Check ops for a folder and every folder above it, so the commit fails when any of them changes (is deleted
+   * above all). Refuses a target folder that is missing or deleted (404) or a file, one inside a folder being
+   * deleted (409 `WORKSPACE_FOLDER_DELETING`) and, for a move of `self`, one inside `self`. `holds`: the folder
+   * an item already sits in, refused as being deleted when it is deleted itself.
+   */
+  private async lineage(folder: string | null, o: { self?: string; holds?: boolean } = {}): Promise<Op[]> {
     const pins: Op[] = [];
     const seen = new Set<string>();
-    for (let at = target; at !== null; ) {
-      if (at === id) throw new AppError('WORKSPACE_MOVE_CYCLE', 'An item cannot move into itself or its own subtree', { field: 'parent_id' });
+    for (let at = folder; at !== null; ) {
+      if (at === o.self) throw new AppError('WORKSPACE_MOVE_CYCLE', 'An item cannot move into itself or its own subtree', { field: 'parent_id' });
       if (seen.has(at)) throw new AppError('INTERNAL_SERVER_ERROR', 'Workspace tree has a cycle');
       seen.add(at);
       const r = await this.store.get<WorkspaceItem>(keys.item(at));
-      if (!r || r.value.deleted_at) throw new AppError('WORKSPACE_ITEM_NOT_FOUND', `No folder ${at}`, { field: 'parent_id' });
-      if (at === target && r.value.kind !== 'folder') throw new AppError('WORKSPACE_NOT_A_FOLDER', `${at} is a file`, { field: 'parent_id' });
+      const target = at === folder;
+      if (!r || (r.value.deleted_at && target && !o.holds)) throw new AppError('WORKSPACE_ITEM_NOT_FOUND', `No folder ${at}`, { field: 'parent_id' });
+      if (r.value.deleted_at) throw new AppError('WORKSPACE_FOLDER_DELETING', `Folder ${at} is being deleted with everything below it`, { field: 'parent_id', folder_id: at });
+      if (target && r.value.kind !== 'folder') throw new AppError('WORKSPACE_NOT_A_FOLDER', `${at} is a file`, { field: 'parent_id' });
       pins.push({ op: 'check', key: keys.item(at), expect: r.version });
       at = r.value.parent_id;
     }
@@ -167,58 +187,128 @@ export class Workspace {
   }
 
   /**
-   * Soft delete of the item and everything below it: records stay (with deleted_at), names are freed. The
-   * item goes first, in its own commit, which also records a folder in the `deleting` index; then each
-   * folder's children go a page per commit (folders among them recorded in turn), and a folder leaves the
-   * index once it has no child left. A create or move into a folder already deleted is refused by its
-   * version check, one into a folder not reached yet lands in its index before that folder is read, so the
-   * walk misses nothing; a crash mid-way is finished at the next startup (`resumeDeletes`).
+   * Soft delete of the item and everything below it: records stay (with deleted_at), names are freed. The item
+   * goes first, in its own commit with its deletion record; a create, move or upload into it or anything below
+   * it that read the tree before fails its version checks (`lineage`) and is refused when planned again. Then
+   * each deleted folder's children go a page per commit, each commit also moving the deletion record on (how
+   * many deleted, how many folders left, the sweep's lease). Answers the deletion once it completed, or when
+   * `waitMs` passed, running: the sweep goes on, and another instance takes it over when its lease lapses.
    */
-  async remove(p: Principal, id: string): Promise<{ id: string; deleted: number }> {
+  async remove(p: Principal, id: string): Promise<Deletion> {
     requireMember(p);
-    const root = await this.rt.retry(async () => {
+    const d = await this.rt.retry(async () => {
       const r = await this.loadItem(id);
-      return { result: r.value, ops: this.deleteOps(r, iso()) };
+      const t = iso();
+      const folder = r.value.kind === 'folder';
+      const rec: DeletionRecord = {
+        id, status: folder ? 'running' : 'completed', deleted: 1, folders_left: folder ? 1 : 0, deleted_by: p.identity.id,
+        started_at: t, updated_at: t, completed_at: folder ? null : t, lease_until: now() + this.deletes.leaseMs,
+      };
+      const ops: Op[] = [...this.deleteOps(r, t, id), { op: 'put', key: keys.deletion(id), value: rec }];
+      if (folder) ops.push({ op: 'index', index: ix.deleting, member: id });
+      return { result: rec, ops };
     });
-    const deleted = 1 + (root.kind === 'folder' ? await this.purge([root.id]) : 0);
-    return { id, deleted };
+    if (d.status === 'running') await settledWithin(this.sweep(id), this.deletes.waitMs);
+    return this.deletion(p, id);
   }
 
-  private deleteOps(r: Versioned<WorkspaceItem>, t: string): Op[] {
+  /** A deletion's progress, by the deleted item's id. */
+  async deletion(p: Principal, id: string): Promise<Deletion> {
+    requireMember(p);
+    const r = await this.store.get<DeletionRecord>(keys.deletion(id));
+    if (!r) throw new AppError('WORKSPACE_ITEM_NOT_FOUND', `No deletion of ${id}`);
+    const { lease_until: _, ...d } = r.value;
+    return d;
+  }
+
+  private deleteOps(r: Versioned<WorkspaceItem>, t: string, deletion: string): Op[] {
     const it = r.value;
     return [
       { op: 'put', key: keys.item(it.id), value: { ...it, deleted_at: t, updated_at: t }, expect: r.version },
       { op: 'del', key: keys.name(it.parent_id, it.name) },
       { op: 'index', index: ix.children(it.parent_id), member: it.id, remove: true },
-      ...(it.kind === 'folder' ? [{ op: 'index', index: ix.deleting, member: it.id } as Op] : []),
+      ...(it.kind === 'folder' ? [{ op: 'index', index: ix.deletionFolders(deletion), member: it.id } as Op] : []),
     ];
   }
 
-  /** Deletes every item below these deleted folders, a page of children per commit; answers how many. */
-  private async purge(folders: string[]): Promise<number> {
-    let deleted = 0;
-    for (let folder = folders.pop(); folder !== undefined; folder = folders.pop()) {
-      for (;;) {
-        const kids = await this.store.range(ix.children(folder), { limit: scanLimits.pageSize });
-        if (!kids.length) break;
-        const t = iso();
-        const recs = await this.store.getMany<WorkspaceItem>(kids.map(keys.item));
-        const live = recs.filter((r): r is Versioned<WorkspaceItem> => r !== undefined && !r.value.deleted_at);
-        const gone = kids.filter((_, i) => !recs[i] || recs[i]!.value.deleted_at);
-        const ops = [...live.flatMap((r) => this.deleteOps(r, t)), ...gone.map((k): Op => ({ op: 'index', index: ix.children(folder!), member: k, remove: true }))];
-        // a child changed meanwhile fails the page: it is read again
-        if (!(await this.store.commit(ops)).ok) continue;
-        deleted += live.length;
-        folders.push(...live.filter((r) => r.value.kind === 'folder').map((r) => r.value.id));
-      }
-      await this.store.commit([{ op: 'index', index: ix.deleting, member: folder, remove: true }]);
+  /** Sweeps a deletion in this process, one sweep per deletion; a failed one is left to the lease. */
+  private sweep(id: string): Promise<void> {
+    let run = this.sweeps.get(id);
+    if (!run) {
+      run = this.purge(id)
+        .catch((err: unknown) => this.log?.warn({ err, deletion: id }, 'workspace deletion paused; taken over once its lease lapses'))
+        .finally(() => this.sweeps.delete(id));
+      this.sweeps.set(id, run);
     }
-    return deleted;
+    return run;
   }
 
-  /** Startup: finishes the deletions a stopped process left part done. */
-  async resumeDeletes(): Promise<number> {
-    return this.purge(await readAll(this.store, ix.deleting));
+  /** Deletes what is below a deletion's folders, a page of one folder's children per commit, to the end. */
+  private async purge(id: string): Promise<void> {
+    while (!this.stopped) {
+      const d = await this.store.get<DeletionRecord>(keys.deletion(id));
+      if (!d || d.value.status !== 'running') return;
+      const [folder] = await this.store.range(ix.deletionFolders(id), { limit: 1 });
+      // a lost race (another sweep of it, a child changed since it was read) is simply read again
+      await this.store.commit(folder === undefined ? completeOps(d) : await this.pageOps(d, folder));
+    }
+  }
+
+  private async pageOps(d: Versioned<DeletionRecord>, folder: string): Promise<Op[]> {
+    const t = iso();
+    const kids = await this.store.range(ix.children(folder), { limit: this.deletes.pageSize });
+    const recs = await this.store.getMany<WorkspaceItem>(kids.map(keys.item));
+    // only children still in this folder: an index entry read just before its item moved away is dropped
+    const live = recs.filter((r): r is Versioned<WorkspaceItem> => !!r && !r.value.deleted_at && r.value.parent_id === folder);
+    const kept = new Set(live.map((r) => r.value.id));
+    const stale = kids.filter((k) => !kept.has(k));
+    const folders = live.filter((r) => r.value.kind === 'folder').length;
+    const next: DeletionRecord = {
+      ...d.value,
+      deleted: d.value.deleted + live.length,
+      folders_left: d.value.folders_left + folders - (kids.length ? 0 : 1),
+      updated_at: t,
+      lease_until: now() + this.deletes.leaseMs,
+    };
+    return [
+      { op: 'put', key: keys.deletion(d.value.id), value: next, expect: d.version },
+      ...live.flatMap((r) => this.deleteOps(r, t, d.value.id)),
+      ...stale.map((k): Op => ({ op: 'index', index: ix.children(folder), member: k, remove: true })),
+      ...(kids.length ? [] : [{ op: 'index', index: ix.deletionFolders(d.value.id), member: folder, remove: true } as Op]),
+    ];
+  }
+
+  /**
+   * Takes over running deletions nobody sweeps (their process stopped): at startup, then every half lease.
+   * A member of the deleting index without a record (left by an older version) becomes a deletion of its own.
+   */
+  startSweeper(): void {
+    const tick = async () => {
+      try {
+        await this.takeOver();
+      } catch (err) {
+        this.log?.warn({ err }, 'workspace deletion take-over failed');
+      }
+      if (!this.stopped) this.sweeper = setTimeout(tick, this.deletes.leaseMs / 2);
+    };
+    this.sweeper = setTimeout(tick, 0);
+  }
+
+  private async takeOver(): Promise<void> {
+    for (const id of await readAll(this.store, ix.deleting)) {
+      if (this.stopped || this.sweeps.has(id)) continue;
+      const d = await this.store.get<DeletionRecord>(keys.deletion(id));
+      if (d && (d.value.status !== 'running' || d.value.lease_until > now())) continue;
+      const lease = now() + this.deletes.leaseMs;
+      const ops: Op[] = d ? [{ op: 'put', key: keys.deletion(id), value: { ...d.value, lease_until: lease }, expect: d.version }] : legacyOps(id, lease);
+      if ((await this.store.commit(ops)).ok) void this.sweep(id);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.sweeper);
+    await Promise.allSettled([...this.sweeps.values()]);
   }
 
   async upload(p: Principal, f: FileFields, content: Readable, contentType: string): Promise<WorkspaceItem> {
@@ -228,15 +318,15 @@ export class Workspace {
     if (done) return done;
     const item = this.newItem(p, 'file', f);
     // refuse before reading a byte when the target is wrong; the commit checks again
-    await this.folder(item.parent_id);
+    await this.lineage(item.parent_id);
     await this.nameFree(item.parent_id, item.name);
     const stored = await this.blobs.put(content, this.maxUploadBytes);
     return this.rt.retry(async () => {
-      const pin = await this.folder(item.parent_id);
+      const pins = await this.lineage(item.parent_id);
       await this.nameFree(item.parent_id, item.name);
       const rev = this.revision(p, item, stored, contentType);
       const file = withRevision(item, rev);
-      return { result: file, ops: [...pin, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file), ...effectOps(file)] };
+      return { result: file, ops: [...pins, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file), ...effectOps(file)] };
     });
   }
 
@@ -303,6 +393,39 @@ export class Workspace {
     return openContent(this.blobs, { sha256: r.sha256, size: r.size, content_type: r.content_type, filename: item.name, etag: r.id }, range);
   }
 }
+
+/** The deletion's last commit: every folder of it swept. */
+function completeOps(d: Versioned<DeletionRecord>): Op[] {
+  const t = iso();
+  return [
+    { op: 'put', key: keys.deletion(d.value.id), value: { ...d.value, status: 'completed', folders_left: 0, updated_at: t, completed_at: t }, expect: d.version },
+    { op: 'index', index: ix.deleting, member: d.value.id, remove: true },
+  ];
+}
+
+/** A folder an older version left in the deleting index (itself deleted, its children maybe not): its own deletion. */
+function legacyOps(id: string, lease: number): Op[] {
+  const t = iso();
+  const rec: DeletionRecord = { id, status: 'running', deleted: 0, folders_left: 1, deleted_by: '', started_at: t, updated_at: t, completed_at: null, lease_until: lease };
+  return [
+    { op: 'put', key: keys.deletion(id), value: rec, expect: 0 },
+    { op: 'index', index: ix.deletionFolders(id), member: id },
+  ];
+}
+
+/** Waits for `p` at most `ms`. */
+function settledWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    void p.finally(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/** One check per key (the ancestors of a move's target and source meet). */
+const distinct = (pins: Op[]): Op[] => [...new Map(pins.map((o) => [(o as { key: string }).key, o])).values()];
 
 function withRevision(item: WorkspaceItem, rev: Revision): WorkspaceItem {
   return { ...item, current_revision_id: rev.id, revision_count: rev.number, content_type: rev.content_type, size: rev.size, sha256: rev.sha256, updated_at: rev.created_at };

@@ -188,6 +188,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /workspace/items/:id': WORKSPACE,
   'PATCH /workspace/items/:id': WORKSPACE,
   'DELETE /workspace/items/:id': WORKSPACE,
+  'GET /workspace/deletions/:id': WORKSPACE,
   'POST /workspace/items/:id/move': WORKSPACE,
   'GET /workspace/items/:id/history': WORKSPACE,
   'POST /workspace/files/upload': WORKSPACE,

@@ -140,7 +140,8 @@ describe.each(MATRIX(BACKENDS))('workspace tree on %s with %s blobs', (backend, 
     const sub = await folder('sub', top.id);
     const file = expectOk(await upload(url, m.key, '/workspace/files/upload', 'bye', { fields: { name: 'f.txt', parent_id: sub.id } }), 201);
     const out = expectOk(await m.client.del(`/workspace/items/${top.id}`));
-    expect(out).toEqual({ id: top.id, deleted: 3 });
+    expect(out).toMatchObject({ id: top.id, status: 'completed', deleted: 3, folders_left: 0, deleted_by: m.id });
+    expect(expectOk(await root.client.get(`/workspace/deletions/${top.id}`))).toEqual(out);
     for (const id of [top.id, sub.id, file.id]) expectError(await m.client.get(`/workspace/items/${id}`), 404, 'WORKSPACE_ITEM_NOT_FOUND');
     expectError(await m.client.get(`/workspace/files/${file.id}/content`), 404, 'WORKSPACE_ITEM_NOT_FOUND');
     expectError(await m.client.get(`/workspace/revisions/${file.current_revision_id}/content`), 404, 'WORKSPACE_REVISION_NOT_FOUND');
@@ -163,6 +164,7 @@ describe.each(MATRIX(BACKENDS))('workspace tree on %s with %s blobs', (backend, 
       await s.client.patch(`/workspace/items/${f.id}`, { tags: [] }),
       await s.client.post(`/workspace/items/${f.id}/move`, { name: 'x' }),
       await s.client.del(`/workspace/items/${f.id}`),
+      await s.client.get(`/workspace/deletions/${f.id}`),
       await upload(url, s.key, '/workspace/files/upload', 'x', { fields: { name: 'nope.txt' } }),
     ];
     for (const r of refused) expectError(r, 403, 'POLICY_MEMBERSHIP_REQUIRED');

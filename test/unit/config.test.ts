@@ -94,6 +94,13 @@ describe('config', () => {
     expect(() => readConfig({ [name]: value })).toThrow(new RegExp(`^${name} `));
   });
 
+  it('workspace deletion: page size, answer wait and sweep lease, with their defaults and bounds', () => {
+    expect(readConfig({}).workspaceDelete).toEqual({ pageSize: 1000, waitMs: 10_000, leaseMs: 15_000 });
+    expect(readConfig({ WORKSPACE_DELETE_PAGE_SIZE: '5', WORKSPACE_DELETE_WAIT_MS: '0', WORKSPACE_DELETE_LEASE_MS: '1000' }).workspaceDelete).toEqual({ pageSize: 5, waitMs: 0, leaseMs: 1000 });
+    expect(() => readConfig({ WORKSPACE_DELETE_PAGE_SIZE: '0' })).toThrow(ConfigError);
+    expect(() => readConfig({ WORKSPACE_DELETE_PAGE_SIZE: '10001' })).toThrow(ConfigError);
+  });
+
   it('a bad value stops `npm start` with one line naming the variable', async () => {
     const run = promisify(execFile);
     const err = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: childEnv({ PORT: 'abc' }) }).catch((e) => e);
