@@ -269,7 +269,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     federationTimeoutMs: int(env, 'FEDERATION_TIMEOUT_MS', 10_000, 100, 600_000),
     federationMaxInFlight: int(env, 'FEDERATION_MAX_IN_FLIGHT', 16, 1, 1000),
     federationPeerRateLimit: int(env, 'FEDERATION_PEER_RATE_LIMIT', 600, 0),
-    federationPeerStorageQuotaBytes: int(env, 'FEDERATION_PEER_STORAGE_QUOTA_BYTES', 1024 * 1024 * 1024, 0),
+    federationPeerStorageQuotaBytes: int(env, 'FEDERATION_PEER_STORAGE_QUOTA_BYTES', 100 * 1024 * 1024, 0),
     fromEnv: Object.freeze(SETTINGS.map((x) => x.name).filter((n) => env[n] !== undefined && env[n] !== '')),
     siweNonceTtlMs: int(env, 'SIWE_NONCE_TTL_MS', 300_000, 1),
     siweSessionTtlMs: int(env, 'SIWE_SESSION_TTL_MS', 86_400_000, 1),
