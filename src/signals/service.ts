@@ -162,6 +162,8 @@ export class Signals {
       if (body.signal_type !== 'task') throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is for task signals`, { field });
       if (body.to_peer !== undefined) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not offered on a signal to a peer`, { field });
     }
+    for (const field of ['not_before', 'deadline'] as const)
+      if (body[field] !== undefined && !Number.isFinite(Date.parse(body[field]!))) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not a time this service can hold`, { field });
     if (body.deadline === undefined) return;
     const deadline = Date.parse(body.deadline);
     if (deadline <= now()) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'deadline must be in the future', { field: 'deadline' });
