@@ -129,7 +129,11 @@ const cancelOpen = [
 /** The acknowledgement due time is checked once, whatever the delivery state; its result is kept in the state. */
 const ackDue = { guard: 'ackDue' as const, actions: 'noteOverdue' as const };
 
-/** A task not yet claimable: refused with what it waits for, so a caller can tell it from a closed one. */
+/**
+ * A task not yet claimable: refused with what it waits for, so a caller can tell it from a closed one. The
+ * params are a function (XState resolves it per event, from the context) that also carries its code, so the
+ * state table derived from the machine still names the refusal.
+ */
 const refuseWaiting = {
   type: 'refuse' as const,
   params: Object.assign(({ context }: { context: SignalContext }) => ({ code: 'SIGNAL_CLAIM_INVALID_STATUS', details: { reason: 'waiting', blocked_by: context.blocked_by ?? [], not_before: context.not_before ?? null } }), { code: 'SIGNAL_CLAIM_INVALID_STATUS' }),
