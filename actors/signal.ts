@@ -7,7 +7,10 @@
 import { assign, raise, setup } from 'xstate';
 import { refuse, refuseAction } from './refuse.js';
 
-export type DeliveryState = 'pending' | 'delivered' | 'leased' | 'acked' | 'dead_letter';
+export type DeliveryState = 'waiting' | 'pending' | 'delivered' | 'leased' | 'acked' | 'blocked' | 'dead_letter';
+
+/** How a dependency ended without completing: its dependants are blocked with it as the reason. */
+export type DependencyEnd = 'cancelled' | 'dead_letter' | 'expired' | 'blocked';
 
 /** How a signal crossed to or from a peer organization (docs/federation.md). */
 export interface SignalFederation {
@@ -68,6 +71,18 @@ export interface SignalContext {
   /** when the due time was checked (once), and the recipients found unacknowledged then */
   ack_checked_at?: string | null;
   ack_overdue?: string[];
+  /** orders ready tasks before urgency, higher first (absent on signals stored before it existed: 0) */
+  priority?: number;
+  /** the task signals this task waits for, fixed at emit */
+  depends_on?: string[];
+  /** the dependencies not completed yet: while any is left (or not_before is ahead) the task is `waiting` */
+  blocked_by?: string[];
+  /** why a `blocked` task can never run: the dependency that ended without completing, and how it ended */
+  blocked_reason?: { dependency_id: string; reason: DependencyEnd } | null;
+  not_before?: string | null;
+  deadline?: string | null;
+  /** why the signal is in dead_letter: `max_attempts`, or `deadline` (task_status `expired`) */
+  dead_letter_reason?: string | null;
 }
 
 export type SignalEvent =
@@ -79,6 +94,14 @@ export type SignalEvent =
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
   | { type: 'ACK_DUE'; now: number; overdue: string[] }
+  /** a dependency completed (sent in the commit that completes it) */
+  | { type: 'DEPENDENCY_COMPLETED'; now: number; dependency_id: string }
+  /** a dependency ended without completing (cancelled, dead-lettered, expired or itself blocked) */
+  | { type: 'DEPENDENCY_FAILED'; now: number; dependency_id: string; reason: DependencyEnd }
+  /** the durable timer at not_before */
+  | { type: 'NOT_BEFORE'; now: number }
+  /** the durable timer at deadline */
+  | { type: 'DEADLINE'; now: number }
   | { type: 'FED_DELIVERED'; now: number; remote_id: string }
   | { type: 'FED_FAILED'; now: number; error: string };
 
@@ -105,6 +128,23 @@ const cancelOpen = [
 
 /** The acknowledgement due time is checked once, whatever the delivery state; its result is kept in the state. */
 const ackDue = { guard: 'ackDue' as const, actions: 'noteOverdue' as const };
+
+/**
+ * A task not yet claimable: refused with what it waits for, so a caller can tell it from a closed one. The
+ * params are a function (XState resolves it per event, from the context) that also carries its code, so the
+ * state table derived from the machine still names the refusal.
+ */
+const refuseWaiting = {
+  type: 'refuse' as const,
+  params: Object.assign(({ context }: { context: SignalContext }) => ({ code: 'SIGNAL_CLAIM_INVALID_STATUS', details: { reason: 'waiting', blocked_by: context.blocked_by ?? [], not_before: context.not_before ?? null } }), { code: 'SIGNAL_CLAIM_INVALID_STATUS' }),
+};
+const refuseBlocked = {
+  type: 'refuse' as const,
+  params: Object.assign(({ context }: { context: SignalContext }) => ({ code: 'SIGNAL_CLAIM_INVALID_STATUS', details: { reason: 'blocked', blocked_by: context.blocked_reason ? [context.blocked_reason.dependency_id] : [], blocked_reason: context.blocked_reason ?? null } }), { code: 'SIGNAL_CLAIM_INVALID_STATUS' }),
+};
+
+/** A deadline that has come ends the task whatever holds it (a timer, so it fires once). */
+const expire = { guard: 'deadlinePassed' as const, target: 'dead_letter', actions: 'expire' as const };
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
 const ackUnleased = [
@@ -140,6 +180,16 @@ export const signalMachine = setup({
       const e = event as Extract<SignalEvent, { type: 'FED_FAILED' }>;
       return { federation: { ...context.federation!, error: e.error }, updated_at: iso(e.now) };
     }),
+    dependencyDone: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'DEPENDENCY_COMPLETED' }>;
+      return { blocked_by: (context.blocked_by ?? []).filter((d) => d !== e.dependency_id), updated_at: iso(e.now) };
+    }),
+    block: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'DEPENDENCY_FAILED' }>;
+      return { task_status: 'blocked', blocked_reason: { dependency_id: e.dependency_id, reason: e.reason }, updated_at: iso(e.now) };
+    }),
+    expire: assign({ task_status: 'expired', dead_letter_reason: 'deadline', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
+    exhaust: assign({ dead_letter_reason: 'max_attempts' }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -162,6 +212,11 @@ export const signalMachine = setup({
     outbound: ({ context }) => context.federation?.direction === 'outbound',
     federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
+    awaited: ({ context, event }) => 'dependency_id' in event && (context.blocked_by ?? []).includes(event.dependency_id),
+    lastDependency: ({ context, event }) =>
+      event.type === 'DEPENDENCY_COMPLETED' && (context.blocked_by ?? []).every((d) => d === event.dependency_id) && (context.blocked_by ?? []).includes(event.dependency_id) && notBeforePassed(context, event.now),
+    ready: ({ context, event }) => !(context.blocked_by ?? []).length && notBeforePassed(context, event.now),
+    deadlinePassed: ({ context, event }) => typeof context.deadline === 'string' && Date.parse(context.deadline) <= event.now,
     ackDue: ({ context, event }) =>
       event.type === 'ACK_DUE' && Array.isArray(event.overdue) && ackCheckPending(context) && Date.parse(context.ack_due_at!) <= event.now,
   },
@@ -181,6 +236,33 @@ export const signalMachine = setup({
         CLAIM: claimOpen,
         ACK: ackUnleased,
         CANCEL: cancelOpen,
+        DEADLINE: expire,
+        ACK_DUE: ackDue,
+      },
+    },
+    // A task whose dependencies are not all completed, or whose not_before is ahead: not claimable, not offered.
+    waiting: {
+      on: {
+        DEPENDENCY_COMPLETED: [
+          { guard: 'lastDependency', target: 'pending', actions: 'dependencyDone' },
+          { guard: 'awaited', actions: 'dependencyDone' },
+        ],
+        DEPENDENCY_FAILED: { guard: 'awaited', target: 'blocked', actions: 'block' },
+        NOT_BEFORE: { guard: 'ready', target: 'pending', actions: 'stamp' },
+        CLAIM: [staleClaim, { actions: refuseWaiting }],
+        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+        CANCEL: { target: 'acked', actions: 'cancel' },
+        DEADLINE: expire,
+        ACK_DUE: ackDue,
+      },
+    },
+    // A dependency ended without completing: the task can never run; its emitter may cancel it.
+    blocked: {
+      on: {
+        CLAIM: [staleClaim, { actions: refuseBlocked }],
+        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+        CANCEL: { target: 'acked', actions: 'cancel' },
+        DEADLINE: expire,
         ACK_DUE: ackDue,
       },
     },
@@ -189,6 +271,7 @@ export const signalMachine = setup({
         CLAIM: claimOpen,
         ACK: ackUnleased,
         CANCEL: cancelOpen,
+        DEADLINE: expire,
         ACK_DUE: ackDue,
       },
     },
@@ -210,6 +293,7 @@ export const signalMachine = setup({
         ],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
         CANCEL: { target: 'acked', actions: 'cancel' },
+        DEADLINE: expire,
         ACK_DUE: ackDue,
       },
     },
@@ -217,7 +301,7 @@ export const signalMachine = setup({
     released: {
       always: [
         { guard: 'attemptsLeft', target: 'pending', actions: 'release' },
-        { target: 'dead_letter', actions: 'release' },
+        { target: 'dead_letter', actions: ['release', 'exhaust'] },
       ],
     },
     acked: {
@@ -243,16 +327,24 @@ export const signalMachine = setup({
   },
 });
 
+const notBeforePassed = (c: SignalContext, now: number) => !c.not_before || Date.parse(c.not_before) <= now;
+
+/** States a deadline still ends: the task is unfinished. */
+const UNFINISHED = new Set(['waiting', 'blocked', 'pending', 'delivered', 'leased']);
+
 /** Whether the acknowledgement due time is still to be checked. */
 export const ackCheckPending = (c: SignalContext) => c.ack_required === true && typeof c.ack_due_at === 'string' && !c.ack_checked_at;
 
 /**
- * The durable timers a persisted signal implies: a leased task expires at the end of its lease; an
- * acknowledgement due time not yet checked is checked when it comes.
+ * The durable timers a persisted signal implies: a leased task expires at the end of its lease; a waiting
+ * task with no dependency left becomes claimable at not_before; an unfinished task with a deadline expires
+ * then; an acknowledgement due time not yet checked is checked when it comes.
  */
 export function signalTimers(value: string, context: SignalContext): { event: SignalEvent['type']; at: number }[] {
   const out: { event: SignalEvent['type']; at: number }[] = [];
   if (value === 'leased' && context.claim_expires_at) out.push({ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) });
+  if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
+  if (UNFINISHED.has(value) && context.deadline) out.push({ event: 'DEADLINE', at: Date.parse(context.deadline) });
   if (ackCheckPending(context)) out.push({ event: 'ACK_DUE', at: Date.parse(context.ack_due_at!) });
   return out;
 }

@@ -1,14 +1,14 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { commaList, compile } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, InboxQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, InboxQuery, ReadyQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
 import { ATTACHMENTS_DEPRECATION } from '../artifacts/resources.js';
 
 const NonEmpty = Type.String({ minLength: 1 });
-const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
+const DeliveryState = Type.Union(['waiting', 'blocked', 'pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
 const ListQuery = compile(
   Type.Object({
     after: After,
@@ -58,6 +58,14 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     query: PageQuery,
     handler: async (r) => pageReply('receipts', await s.signals.receipts(r.principal, r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
+  {
+    method: 'get',
+    path: '/tasks/ready',
+    auth: 'key',
+    query: ReadyQuery,
+    handler: async (r) => pageReply('tasks', await s.inbox.ready(r.principal, { task_types: commaList(r.query.task_types) }, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
+  },
+  { method: 'get', path: '/tasks/:id/graph', auth: 'key', handler: async (r) => ({ data: await s.signals.graph(r.principal, r.params.id) }) },
   {
     method: 'get',
     path: '/thread/:id',

@@ -8,7 +8,7 @@ import type { Store } from '../store/port.js';
 import type { ActorRecord, Transition } from '../runtime/runtime.js';
 import { SIGNAL, signalIndexes } from '../signals/kind.js';
 
-export const DELIVERY_STATES = ['pending', 'delivered', 'leased', 'acked', 'dead_letter'] as const;
+export const DELIVERY_STATES = ['waiting', 'blocked', 'pending', 'delivered', 'leased', 'acked', 'dead_letter'] as const;
 
 export interface RequestDone {
   requestId: string;

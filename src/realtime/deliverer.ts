@@ -27,9 +27,9 @@ export class Deliverer {
     return this.recent.size;
   }
 
-  /** A new, still pending signal pushed to one of its recipients is marked delivered. */
+  /** A new, still pending signal pushed to one of its recipients (or a waiting task pushed as it became claimable) is marked delivered. */
   consider(e: JournalEntry, audience: Audience): void {
-    if (isSignalEntry(e) && e.type === 'signal' && e.signal.delivery_state === 'pending' && audience.isRecipient(e)) this.pushed(e.signal.id);
+    if (isSignalEntry(e) && e.signal.delivery_state === 'pending' && (e.type === 'signal' || e.prev_state === 'waiting') && audience.isRecipient(e)) this.pushed(e.signal.id);
   }
 
   pushed(signalId: string): void {

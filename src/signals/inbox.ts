@@ -13,11 +13,18 @@ import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { scanDesc, scanLimits, type Scanned } from '../store/scan.js';
-import { idOfInboxMember, isOpenTask, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { idOfInboxMember, idOfReadyMember, isOpenTask, readyRank, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import type { Signals } from './service.js';
+
+/** The task types a ready read takes: those asked for, narrowed to the key's task_types; undefined reads every open task. */
+export function takeableTypes(asked: string[] | undefined, keyTypes: string[]): string[] | undefined {
+  const wanted = asked?.length ? asked : undefined;
+  if (!keyTypes.length) return wanted;
+  return wanted ? wanted.filter((t) => keyTypes.includes(t)) : keyTypes;
+}
 
 export type ReceiptState = 'unread' | 'acknowledged' | 'resolved' | 'snoozed';
 
@@ -102,29 +109,58 @@ export class Inbox {
   }
 
   /**
-   * The caller's tasks still open for a claim, most urgent first (equal urgency in random order, so concurrent
-   * callers start on different ones), as its inbox shows them; reading marks nothing delivered. A few index
-   * members are read per step and a signal is loaded only when the walk reaches it, so finding the first
+   * The caller's tasks claimable now, highest priority first, then most urgent (equal rank in random order, so
+   * concurrent callers start on different ones), as its inbox shows them; reading marks nothing delivered. A few
+   * index members are read per step and a signal is loaded only when the walk reaches it, so finding the first
    * costs a handful of reads however many tasks are open. `skip` passes over tasks without reading them.
    * `taskTypes` reads only those types' indexes, so types that match nothing cost no walk; at most
    * `scanCap` members are examined per call.
    */
   async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[]): AsyncGenerator<ActorRecord<SignalContext>> {
+    for await (const { signal } of this.walkReady(p, skip, taskTypes, { spread: true })) yield signal;
+  }
+
+  /** What the caller may claim now (GET /tasks/ready): a page in ready order, the scan bounded as `openTasks`'s. */
+  async ready(p: Principal, q: { task_types?: string[] }, after: string | undefined, limit: number): Promise<Scanned<Signal>> {
+    this.signals.requireMember(p);
+    const types = takeableTypes(q.task_types, p.key.permissions.task_types);
+    if (types?.length === 0) return { items: [], cursor: null };
+    const items: Signal[] = [];
+    const walk = { last: undefined as string | undefined, capped: false };
+    for await (const { signal, member } of this.walkReady(p, () => false, types, { spread: false, after, walk })) {
+      items.push(signalView(signal));
+      if (items.length === limit) return { items, cursor: member };
+    }
+    return { items, cursor: walk.capped ? (walk.last ?? null) : null };
+  }
+
+  private async *walkReady(
+    p: Principal,
+    skip: (signalId: string) => boolean,
+    taskTypes: string[] | undefined,
+    o: { spread: boolean; after?: string; walk?: { last: string | undefined; capped: boolean } },
+  ): AsyncGenerator<{ signal: ActorRecord<SignalContext>; member: string }> {
     const reach = await this.reachOf(p.identity.id);
     const visible = visibleTo(p.identity, reach);
     const indexes = taskTypes ? reach.indexes.flatMap((i) => taskTypes.map((t) => signalIndexes.openTasksOfType(i, t))) : reach.indexes.map(signalIndexes.openTasks);
-    let before: string | undefined;
-    for (let examined = 0; examined < scanLimits.scanCap; examined += OPEN_TASK_STEP) {
+    let before = o.after;
+    for (let examined = 0; ; examined += OPEN_TASK_STEP) {
+      if (examined >= scanLimits.scanCap) {
+        if (o.walk) o.walk.capped = true;
+        return;
+      }
       const lists = await Promise.all(indexes.map((index) => this.rt.store.range(index, { lt: before, reverse: true, limit: OPEN_TASK_STEP })));
       const members = [...new Set(lists.flat())].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)).slice(0, OPEN_TASK_STEP);
       if (!members.length) return;
       before = members[members.length - 1];
-      for (const id of spreadTies(members).map(idOfInboxMember)) {
+      for (const member of o.spread ? spreadTies(members) : members) {
+        if (o.walk) o.walk.last = member;
+        const id = idOfReadyMember(member);
         if (skip(id)) continue;
         const [[signal], [receipt]] = await Promise.all([this.rt.loadMany<SignalContext>(SIGNAL, [id]), this.rt.loadMany<ReceiptContext>(RECEIPT, [receiptId(p.identity.id, id)])]);
         if (!signal || !isOpenTask(signal.value, signal.context)) continue;
         const [taker] = await takersOf(this.rt.store, [signal.context]);
-        if (visible(signal.context, taker) && !outOfScope(p.key, signal.context) && matchesInbox({ signal, receipt, taker }, {})) yield signal;
+        if (visible(signal.context, taker) && !outOfScope(p.key, signal.context) && matchesInbox({ signal, receipt, taker }, {})) yield { signal, member };
       }
       if (members.length < OPEN_TASK_STEP) return;
     }
@@ -221,12 +257,12 @@ function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
 /** index members read per step of the open-task walk */
 const OPEN_TASK_STEP = 32;
 
-/** Members of equal urgency (their first four characters) in random order. */
+/** Members of equal rank (priority and urgency) in random order. */
 function spreadTies(members: string[]): string[] {
   const out = [...members];
   for (let start = 0; start < out.length; ) {
     let end = start + 1;
-    while (end < out.length && out[end].slice(0, 4) === out[start].slice(0, 4)) end++;
+    while (end < out.length && readyRank(out[end]) === readyRank(out[start])) end++;
     for (let i = end - 1; i > start; i--) {
       const j = start + Math.floor(Math.random() * (i - start + 1));
       [out[i], out[j]] = [out[j], out[i]];

@@ -5,12 +5,20 @@ import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
 import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
 import { RECEIPT, receiptId } from './receipt-kind.js';
 import { takersOf } from './routing.js';
+import { dependantOps } from './dependencies.js';
 
 export const SIGNAL = 'signal';
 
 /** Inbox members sort by urgency, then id (time): read in reverse for most urgent, newest first. */
 export const inboxMember = (c: Pick<SignalContext, 'urgency' | 'id'>) => String(Math.round(c.urgency * 1000)).padStart(4, '0') + c.id;
 export const idOfInboxMember = (m: string) => m.slice(4);
+/** Ready (open-task) members sort by priority, then as the inbox does: read in reverse for highest priority, then most urgent. */
+export const PRIORITY_MAX = 1_000_000;
+const PRIORITY_WIDTH = 7;
+export const readyMember = (c: Pick<SignalContext, 'priority' | 'urgency' | 'id'>) => String(PRIORITY_MAX + (c.priority ?? 0)).padStart(PRIORITY_WIDTH, '0') + inboxMember(c);
+export const idOfReadyMember = (m: string) => m.slice(PRIORITY_WIDTH + 4);
+/** the part of a ready member that orders it: members equal in it are ties */
+export const readyRank = (m: string) => m.slice(0, PRIORITY_WIDTH + 4);
 export const threadMember = (c: Pick<SignalContext, 'sequence' | 'id'>) => String(c.sequence).padStart(10, '0') + c.id;
 export const idOfThreadMember = (m: string) => m.slice(10);
 
@@ -24,16 +32,19 @@ export const signalIndexes = {
   /** signals with no target: every member's inbox */
   broadcast: 'inbox:all',
   thread: (rootId: string) => `thread:${rootId}`,
-  /** an inbox's task signals still open for a claim (pending or delivered): what workflow.next takes from */
-  openTasks: (inbox: string) => `${inbox}:open-tasks`,
+  /** an inbox's task signals claimable now (open, pending or delivered), by priority then urgency: what workflow.next and the ready list take from */
+  openTasks: (inbox: string) => `${inbox}:ready-tasks`,
   /** the same, of one payload.task_type: workflow.next with task_types reads only these */
-  openTasksOfType: (inbox: string, taskType: string) => `${inbox}:open-tasks:type:${taskType}`,
+  openTasksOfType: (inbox: string, taskType: string) => `${inbox}:ready-tasks:type:${taskType}`,
+  /** the open-task indexes of builds before priority (members `inboxMember`), emptied by the startup migration */
+  legacyOpenTasks: (inbox: string) => `${inbox}:open-tasks`,
+  legacyOpenTasksOfType: (inbox: string, taskType: string) => `${inbox}:open-tasks:type:${taskType}`,
 };
 
 /** The open-task indexes a signal belongs to: its inboxes', and per inbox its task type's when it has one. */
-export function openTaskIndexes(c: SignalContext): string[] {
+export function openTaskIndexes(c: SignalContext, all = signalIndexes.openTasks, ofType = signalIndexes.openTasksOfType): string[] {
   const type = c.payload?.task_type;
-  return inboxesOf(c).flatMap((i) => (typeof type === 'string' ? [signalIndexes.openTasks(i), signalIndexes.openTasksOfType(i, type)] : [signalIndexes.openTasks(i)]));
+  return inboxesOf(c).flatMap((i) => (typeof type === 'string' ? [all(i), ofType(i, type)] : [all(i)]));
 }
 
 /** A task anyone reached may still claim: the open-task indexes hold exactly these. */
@@ -65,15 +76,17 @@ export const signalKind: ActorKind<SignalContext> = {
     [signalIndexes.byType(r.context.signal_type), r.context.id],
     [signalIndexes.thread(r.context.thread_id), threadMember(r.context)],
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
-    ...(isOpenTask(r.value, r.context) ? openTaskIndexes(r.context).map((i): [string, string] => [i, inboxMember(r.context)]) : []),
+    ...(isOpenTask(r.value, r.context) ? openTaskIndexes(r.context).map((i): [string, string] => [i, readyMember(r.context)]) : []),
   ],
   timers: (r) => signalTimers(r.value, r.context),
   uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),
   journal: (r, prev) => {
     // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
     if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
-    return [signalEntry(r, prev), ...federationEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
+    return [signalEntry(r, prev), ...federationEvents(r, prev), ...expiredEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
+  // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
+  alongside: (id, rec, prev, rt) => dependantOps(rt, id, rec, prev),
   timerEvent: (id, event, rt) => (event === 'ACK_DUE' ? overdueRecipients(rt, id).then((overdue) => ({ overdue })) : Promise.resolve({})),
 };
 
@@ -115,14 +128,29 @@ export function signalView(r: ActorRecord<SignalContext>) {
   v.ack_required = c.ack_required ?? false;
   v.ack_due_at = c.ack_due_at ?? null;
   v.claim_token = c.claim_token ?? null;
+  v.priority = c.priority ?? 0;
+  v.depends_on = c.depends_on ?? [];
+  v.blocked_by = c.blocked_by ?? [];
+  v.blocked_reason = c.blocked_reason ?? null;
+  v.not_before = c.not_before ?? null;
+  v.deadline = c.deadline ?? null;
+  v.dead_letter_reason = c.dead_letter_reason ?? null;
   v.delivery_state = r.value;
-  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string };
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason'>>;
 }
 export type Signal = ReturnType<typeof signalView>;
 
 export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): SignalEntry {
   const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
   return prev ? { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value } : { type: 'signal', signal: signalView(r), route };
+}
+
+export const TASK_EXPIRED = 'task.expired';
+
+/** A task its deadline ended: told to its emitter (push and the `task.expired` webhook), in the commit that ends it. */
+export function expiredEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
+  if (!prev || r.context.task_status !== 'expired' || prev.context.task_status === 'expired') return [];
+  return [{ type: TASK_EXPIRED, subject: 'signal', data: signalView(r), audience: { identities: [r.context.from_identity] } }];
 }
 
 export const FEDERATION_EVENTS = ['federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed'] as const;

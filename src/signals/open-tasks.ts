@@ -1,16 +1,18 @@
 /**
- * The open-task indexes (`signalIndexes.openTasks`, and per task type `openTasksOfType`) are derived from
- * each signal's state on every commit. A data dir from before them (or from before the per-type ones) holds
- * open tasks in none: they are indexed once at startup, each in a commit checked against the record's
- * version, so a task claimed meanwhile is never listed as open.
+ * The open-task indexes (`signalIndexes.openTasks`, and per task type `openTasksOfType`, ordered by priority)
+ * are derived from each signal's state on every commit. A data dir from before them (or from before priority,
+ * whose indexes had other names and members) holds open tasks in none: they are indexed once at startup, each
+ * in a commit checked against the record's version (so a task claimed meanwhile is never listed as open) that
+ * also removes it from the older indexes.
  */
 import { actorKey, type ActorRecord } from '../runtime/runtime.js';
 import type { Store } from '../store/port.js';
 import { forEachPage } from '../store/scan.js';
 import type { SignalContext } from '../../actors/signal.js';
-import { inboxMember, isOpenTask, openTaskIndexes, SIGNAL, signalIndexes } from './kind.js';
+import { inboxMember, isOpenTask, openTaskIndexes, readyMember, SIGNAL, signalIndexes } from './kind.js';
 
-const DONE = 'migration:open-tasks-v2';
+export const OPEN_TASKS_DONE = 'migration:ready-tasks-v3';
+const DONE = OPEN_TASKS_DONE;
 const TRIES = 3;
 
 export async function indexOpenTasksOnce(store: Store): Promise<number> {
@@ -29,7 +31,9 @@ async function indexOne(store: Store, id: string): Promise<boolean> {
   for (let i = 0; i < TRIES; i++) {
     const rec = await store.get<ActorRecord<SignalContext>>(key);
     if (!rec || !isOpenTask(rec.value.value, rec.value.context)) return false;
-    const ops = openTaskIndexes(rec.value.context).map((index) => ({ op: 'index' as const, index, member: inboxMember(rec.value.context) }));
+    const c = rec.value.context;
+    const legacy = openTaskIndexes(c, signalIndexes.legacyOpenTasks, signalIndexes.legacyOpenTasksOfType).map((index) => ({ op: 'index' as const, index, member: inboxMember(c), remove: true }));
+    const ops = [...openTaskIndexes(c).map((index) => ({ op: 'index' as const, index, member: readyMember(c) })), ...legacy];
     if ((await store.commit([{ op: 'check', key, expect: rec.version }, ...ops])).ok) return true;
   }
   return false;

@@ -2,12 +2,15 @@
 import Type from 'typebox';
 import { compile } from '../validation.js';
 import { ROUTING_POLICIES } from './routing.js';
+import { PRIORITY_MAX } from './kind.js';
 
 const Str = Type.String();
 /** bounds of `ack_due_in_s`: one second to 30 days */
 export const ACK_DUE_MIN_S = 1;
 export const ACK_DUE_MAX_S = 30 * 86_400;
 const NonEmpty = Type.String({ minLength: 1 });
+/** dependencies one task may name */
+export const DEPENDS_ON_MAX = 100;
 
 export const EmitBody = compile(
   Type.Object({
@@ -30,6 +33,12 @@ export const EmitBody = compile(
     attachments: Type.Optional(Type.Array(Type.Unknown())),
     ack_required: Type.Optional(Type.Boolean()),
     ack_due_in_s: Type.Optional(Type.Integer({ minimum: ACK_DUE_MIN_S, maximum: ACK_DUE_MAX_S })),
+    /** task signals this task waits for (docs/signals.md, Dependencies) */
+    depends_on: Type.Optional(Type.Array(NonEmpty, { maxItems: DEPENDS_ON_MAX })),
+    /** orders ready tasks before urgency, higher first */
+    priority: Type.Optional(Type.Integer({ minimum: -PRIORITY_MAX, maximum: PRIORITY_MAX })),
+    not_before: Type.Optional(Type.String({ format: 'date-time' })),
+    deadline: Type.Optional(Type.String({ format: 'date-time' })),
     /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
     idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   }),
@@ -47,7 +56,7 @@ export const ThreadQuery = compile(Type.Object(ThreadPaging));
 export const ThreadBody = compile(Type.Object({ ...SignalRef, ...ThreadPaging }));
 export const SnoozeBody = compile(Type.Object({ ...SignalRef, until: Type.String({ format: 'date-time' }) }));
 
-const DeliveryState = Type.Union(['pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
+const DeliveryState = Type.Union(['waiting', 'blocked', 'pending', 'delivered', 'leased', 'acked', 'failed', 'dead_letter'].map((s) => Type.Literal(s)));
 /** An identity's inbox filter (REST query, /rpc inbox.check, MCP svc_check_inbox); `type` is a comma list. */
 export const InboxQuery = compile(
   Type.Object({
@@ -67,5 +76,14 @@ export const InboxQuery = compile(
     ack_overdue: Type.Optional(Type.Boolean()),
     /** how a signal was addressed: a comma list of direct, role, ring, broadcast */
     scope: Type.Optional(Type.String({ pattern: '^\\s*(direct|role|ring|broadcast)\\s*(,\\s*(direct|role|ring|broadcast)\\s*)*$' })),
+  }),
+);
+
+/** What the caller may claim now (GET /tasks/ready, /rpc tasks.ready, MCP svc_ready_tasks); `task_types` is a comma list. */
+export const ReadyQuery = compile(
+  Type.Object({
+    task_types: Type.Optional(NonEmpty),
+    after: Type.Optional(NonEmpty),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
   }),
 );

@@ -18,6 +18,7 @@ import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Recei
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
+import { planDependencies, taskGraph, type DependencyPlan } from './dependencies.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
 
@@ -42,9 +43,19 @@ export interface EmitBody {
   attachments?: unknown[];
   ack_required?: boolean;
   ack_due_in_s?: number;
+  /** task signals this task waits for: it is claimable once all of them completed */
+  depends_on?: string[];
+  priority?: number;
+  /** date-time: the task is not claimable before it */
+  not_before?: string;
+  /** date-time: an unfinished task ends then as `expired` */
+  deadline?: string;
   /** a retry with this key (per identity, IDEMPOTENCY_TTL_MS) answers the first signal instead of a second one */
   idempotency_key?: string;
 }
+
+/** The emit fields only a task signal takes (and none sent to a peer: its schedule would be ours, its copy the peer's). */
+const TASK_ONLY = ['depends_on', 'not_before', 'deadline'] as const;
 
 /** the key space of an emit's `idempotency_key` in the one idempotency store (the header's is its own) */
 const EMIT_SCOPE = 'emit';
@@ -142,9 +153,24 @@ export class Signals {
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
     if (body.ack_due_in_s !== undefined && body.ack_required !== true)
       throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });
+    this.checkSchedule(body);
     const [route, checked] = await Promise.all([this.route(body), this.resources.check(p, body.resources, body.attachments)]);
     const federation = body.to_peer !== undefined ? { peer_id: body.to_peer, remote_id: null, direction: 'outbound' as const, hops: 0, error: null } : null;
-    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }, undefined, claim));
+    return signalView(await this.write(p.identity.id, body, route, { resources: checked.resources, source_org: null, federation }, undefined, claim, p));
+  }
+
+  private checkSchedule(body: EmitBody): void {
+    for (const field of TASK_ONLY) {
+      if (body[field] === undefined) continue;
+      if (body.signal_type !== 'task') throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is for task signals`, { field });
+      if (body.to_peer !== undefined) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not offered on a signal to a peer`, { field });
+    }
+    for (const field of ['not_before', 'deadline'] as const)
+      if (body[field] !== undefined && !Number.isFinite(Date.parse(body[field]!))) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not a time this service can hold`, { field });
+    if (body.deadline === undefined) return;
+    const deadline = Date.parse(body.deadline);
+    if (deadline <= now()) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'deadline must be in the future', { field: 'deadline' });
+    if (body.not_before !== undefined && deadline <= Date.parse(body.not_before)) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'deadline must be after not_before', { field: 'deadline' });
   }
 
   /**
@@ -157,10 +183,10 @@ export class Signals {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
-    const local: EmitBody = { ...body, parent_id: parent?.context.id };
+    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
-    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, charge));
+    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge));
   }
 
   /** Our copy of the peer's signal `originId`, if it was delivered. */
@@ -177,6 +203,7 @@ export class Signals {
     extra: Pick<SignalContext, 'resources' | 'source_org' | 'federation'>,
     existing?: () => Promise<ActorRecord<SignalContext> | undefined>,
     claim?: Claim,
+    emitter?: Principal,
     charge?: Charge,
   ): Promise<ActorRecord<SignalContext>> {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
@@ -187,7 +214,7 @@ export class Signals {
     const write = () => this.rt.retry(async () => {
       const found = await existing?.();
       if (found) return { result: found };
-      const thread = await this.threadPosition(root, body.parent_id);
+      const [thread, deps] = await Promise.all([this.threadPosition(root, body.parent_id), body.depends_on?.length && emitter ? planDependencies(this.rt, emitter, id, body.depends_on) : undefined]);
       const t = iso();
       const context: SignalContext = {
         id,
@@ -224,14 +251,15 @@ export class Signals {
         created_at: t,
         updated_at: t,
         ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
+        ...scheduleTerms(body, deps),
       };
-      const rec: ActorRecord<SignalContext> = { value: 'pending', context };
+      const rec: ActorRecord<SignalContext> = { value: initialState(context, Date.parse(t)), context };
       // the delivery to the peer is recorded in the signal's own commit: the outbox
       const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
       // an idempotency_key's answer is kept in the same commit: a retry can never make a second signal
       const kept = [...(claim ? [this.idempotency.keepOp(claim, signalView(rec))] : []), ...(existing ? [] : effectOps(signalView(rec)))];
       const charged = charge ? await charge(rec) : [];
-      return { result: rec, ops: [...thread.ops, ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept, ...charged] };
+      return { result: rec, ops: [...thread.ops, ...(deps?.ops ?? []), ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept, ...charged] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }
@@ -349,6 +377,13 @@ export class Signals {
     if (reaches(c, p.identity, await this.org.placesOf(p.identity.id))) await take(this.rt.store, c, p.identity.id, now());
   }
 
+  /** A task with its upstream (dependencies, transitively) and downstream (dependants), each with its state. */
+  async graph(p: Principal, signalId: string): Promise<{ task: Signal; upstream: unknown[]; downstream: unknown[]; truncated: boolean }> {
+    const r = await this.load(signalId);
+    assertInScope(p.key, r.context);
+    return { task: signalView(r), ...(await taskGraph(this.rt, p, r)) };
+  }
+
   /** Ends an open task; only its sender or an admin may. */
   async cancel(p: Principal, signalId: string): Promise<Signal> {
     this.requireMember(p);
@@ -430,6 +465,24 @@ export class Signals {
     });
     return { items: res.items.map(signalView), cursor: res.cursor };
   }
+}
+
+/** The schedule fields of a new signal: written only when asked for, so a plain signal's record is as before. */
+function scheduleTerms(body: EmitBody, deps: DependencyPlan | undefined): Partial<SignalContext> {
+  const out: Partial<SignalContext> = {};
+  if (body.priority !== undefined) out.priority = body.priority;
+  if (deps) Object.assign(out, { depends_on: [...new Set(body.depends_on)], blocked_by: deps.blocked_by, blocked_reason: deps.blocked_reason });
+  if (deps?.blocked_reason) out.task_status = 'blocked';
+  if (body.not_before !== undefined) out.not_before = new Date(body.not_before).toISOString();
+  if (body.deadline !== undefined) out.deadline = new Date(body.deadline).toISOString();
+  return out;
+}
+
+/** A task born with a dependency already failed is blocked; one with dependencies left or a not_before ahead waits. */
+function initialState(c: SignalContext, at: number): string {
+  if (c.task_status === 'blocked') return 'blocked';
+  if (c.blocked_by?.length || (c.not_before && Date.parse(c.not_before) > at)) return 'waiting';
+  return 'pending';
 }
 
 function matchesList(r: ActorRecord<SignalContext>, f: ListFilter): boolean {

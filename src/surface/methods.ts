@@ -8,7 +8,7 @@ import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
 import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
 import type { StoreBody as StoreFields } from '../memory/service.js';
-import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, ReadyQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
 import { ListSchema, Paths, RenewSchema, ReserveSchema } from '../reservations/schemas.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
@@ -96,9 +96,13 @@ export function methodTable(s: SurfaceServices): MethodTable {
     'rings.list': method(NoParams, 'Every ring.', () => s.org.listRings()),
     'webhooks.list': method(NoParams, 'Every webhook (admin), newest first; secrets are never listed.', () => s.webhooks.list(), true),
     'identities.list': method(PageParams, 'Identities, newest first (admin): {identities, cursor, has_more}.', async (_p, q) => page('identities', await s.identities.list(decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)), true),
+    'tasks.ready': method(ReadyQuery, 'What the caller may claim now (dependencies completed, not_before passed), highest priority first, then most urgent; task_types a comma list: {tasks, cursor, has_more}.', async (p, q) =>
+      page('tasks', await s.inbox.ready(p, { task_types: commaList(q.task_types) }, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
+    ),
+    'tasks.graph': method(obj({ signal_id: NonEmpty }), "A task's upstream (its dependencies, transitively) and downstream (what waits for it), each with its state: {task, upstream, downstream, truncated}.", (p, q) => s.signals.graph(p, q.signal_id)),
     'tasks.mine': method(NoParams, 'Tasks the caller holds: {tasks: [{signal, lease_ends_at}]}.', async (p) => ({ tasks: await w.heldTasks(p) })),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
-    'workflow.next': method(NextParams, 'Claim the most urgent open task the caller may take (task_types match payload.task_type), first completing (complete_claim) or releasing (release_claim) the caller\'s current one: {signal} or {signal: null}, with {claim} when one was ended.', (p, q) => w.next(p, q)),
+    'workflow.next': method(NextParams, 'Claim the open task the caller may take that is highest in priority, then most urgent (task_types match payload.task_type; a task waiting on dependencies or not_before is not offered), first completing (complete_claim) or releasing (release_claim) the caller\'s current one: {signal} or {signal: null}, with {claim} when one was ended.', (p, q) => w.next(p, q)),
     ...memoryMethods(s),
     ...reservationMethods(s),
     'handoff.create': method(HandoffParams, "Hand work on as a task signal (summary, links, acceptance criteria in payload.handoff), first completing or releasing the caller's own claim: {signal, claim}.", (p, q) => w.handoff(p, q)),

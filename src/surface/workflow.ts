@@ -9,7 +9,7 @@ import type { Memories } from '../memory/service.js';
 import { publicKey, type Principal } from '../identity/model.js';
 import { AppError, isAppError } from '../errors.js';
 import type { Org } from '../org/service.js';
-import type { Inbox, InboxItem } from '../signals/inbox.js';
+import { takeableTypes, type Inbox, type InboxItem } from '../signals/inbox.js';
 import type { Signal } from '../signals/kind.js';
 import type { Signals } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
@@ -17,13 +17,6 @@ import type { Reservations } from '../reservations/service.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
-
-/** The task types workflow.next reads: those asked for, narrowed to the key's task_types; undefined reads every open task. */
-function takeableTypes(asked: string[] | undefined, keyTypes: string[]): string[] | undefined {
-  const wanted = asked?.length ? asked : undefined;
-  if (!keyTypes.length) return wanted;
-  return wanted ? wanted.filter((t) => keyTypes.includes(t)) : keyTypes;
-}
 
 /** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
 const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
@@ -136,7 +129,7 @@ export class Workflow {
 
   /**
    * Ends the caller's current claim when asked (so a worker loop takes one request per task, as BullMQ's
-   * `moveToFinished` hands over the next job), then claims the most urgent open task the caller may take.
+   * `moveToFinished` hands over the next job), then claims the open task the caller may take that is highest in priority, then most urgent.
    */
   async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string; claim_token?: number }): Promise<{ signal: Signal | null; claim?: Signal }> {
     this.s.signals.requireMember(p);

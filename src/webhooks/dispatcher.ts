@@ -49,6 +49,10 @@ export function eventsOf(log: string, entry: unknown): Event[] {
       const d = e.data as { checked_at: string };
       return [ev('signal.ack_overdue', d.checked_at, e.data as Record<string, unknown>)];
     }
+    if (e.type === 'task.expired') {
+      const s = e.data as { updated_at: string };
+      return [ev('task.expired', s.updated_at, { signal: e.data })];
+    }
     if (e.type.startsWith('federation.') && (WEBHOOK_EVENTS as readonly string[]).includes(e.type)) {
       const s = e.data as { updated_at: string };
       return [ev(e.type as WebhookEvent, s.updated_at, { signal: e.data })];

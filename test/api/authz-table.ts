@@ -147,6 +147,8 @@ export const ROUTES: Record<string, Row> = {
     other: none('the org’s signal log: every member reads every signal its key scopes allow (docs/decisions.md)'),
   },
   'GET /signals/:id/receipts': { scope: signalScoped((f) => get(`/signals/${f.task}/receipts`)), other: [refused((f) => get(`/signals/${f.task}/receipts`), 403, 'POLICY_DENIED')] },
+  'GET /tasks/ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
+  'GET /tasks/:id/graph': { scope: signalScoped((f) => get(`/tasks/${f.task}/graph`)), other: none('task graphs belong to the org: any member reads them within its key scopes') },
   'GET /thread/:id': { scope: signalScoped((f) => get(`/thread/${f.task}`)), other: none('threads belong to the org: any member reads them within its key scopes') },
   'GET /inbox/identity/:id': {
     scope: [scoped(['signal_types'], (f) => get(`/inbox/identity/${f.member.id}?type=task`), 403, 'AUTH_SCOPE_DENIED'), scoped(['rings', 'ring_scopes'], (f) => get(`/inbox/identity/${f.member.id}?ring=beta`), 403, 'AUTH_SCOPE_DENIED')],
@@ -391,6 +393,8 @@ export const RPC_METHODS: Record<string, MethodRow> = {
   'webhooks.list': ADMIN_METHOD,
   'identities.list': ADMIN_METHOD,
   'tasks.mine': CALLER_ONLY,
+  'tasks.ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
+  'tasks.graph': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: none('task graphs belong to the org: any member reads them within its key scopes') },
   'workflow.resume': CALLER_ONLY,
   'workflow.next': { scope: none('skips tasks the key’s scopes refuse and claims the next (docs/surfaces.md)'), other: none('claims only open tasks: one another holds is skipped') },
   'memory.store': memMethod((ns) => ({ namespace: ns, content: 'not yours' }), 403, 'MEMORY_NAMESPACE_DENIED', true),

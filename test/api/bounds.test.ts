@@ -130,6 +130,14 @@ describe.each(BACKENDS)('bounded request paths on %s', (backend) => {
       expect(reads).toBeLessThan(64 * 4 + 40);
     });
 
+    it('the ready list walks the same bounded scan: an empty page at the cap with a cursor that continues it', async () => {
+      let got: any;
+      const reads = await readsDuring(svc.url, async () => (got = expectOk(await worker.client.get('/tasks/ready?limit=10'))));
+      expect(got.tasks).toEqual([]);
+      expect(got.has_more).toBe(true);
+      expect(reads).toBeLessThan(64 * 4 + 40);
+    });
+
     it('a matching task among them is still found and claimed', async () => {
       const deploy = await emitOk(root, { signal_type: 'task', content: 'deploy', to_identity: worker.id, urgency: 0.1, payload: { task_type: 'deploy' } });
       expect((await rpcOk(worker.client, 'workflow.next', { task_types: ['deploy'] })).signal).toMatchObject({ id: deploy.id, claimed_by: worker.id });

@@ -300,16 +300,24 @@ for (const backend of BACKENDS) {
       expect((await ok(carol.client, 'workflow.next', { complete_claim: b.id })).signal).toMatchObject({ id: c.id });
     });
 
-    it('open tasks of a data dir from before the open-task index are indexed once at startup', async () => {
+    it('open tasks of a data dir from before the priority-ordered index are indexed once at startup', async () => {
       const { carol } = await crew();
       const old = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'from an older build', to_identity: carol.id });
-      // as an older build left it: the task in no open-task index, no migration mark
+      // as an older build left it: the task in the old open-task index only, no migration mark
       const member = String(Math.round(old.urgency * 1000)).padStart(4, '0') + old.id;
-      expect((await svc.store.commit([{ op: 'index', index: `inbox:identity:${carol.id}:open-tasks`, member, remove: true }, { op: 'del', key: 'migration:open-tasks-v2' }])).ok).toBe(true);
+      const ready = String(1_000_000).padStart(7, '0') + member;
+      const legacy = `inbox:identity:${carol.id}:open-tasks`;
+      const moved = await svc.store.commit([
+        { op: 'index', index: `inbox:identity:${carol.id}:ready-tasks`, member: ready, remove: true },
+        { op: 'index', index: legacy, member },
+        { op: 'del', key: 'migration:ready-tasks-v3' },
+      ]);
+      expect(moved.ok).toBe(true);
       const again = await startServer(svc.env);
       try {
         const got = await ok(new Client(again.url, carol.key), 'workflow.next', {});
         expect(got.signal).toMatchObject({ id: old.id, claimed_by: carol.id });
+        expect(await svc.store.range(legacy, { limit: 10 })).toEqual([]);
       } finally {
         await again.close();
       }

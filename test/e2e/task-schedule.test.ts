@@ -1,0 +1,148 @@
+/**
+ * Task schedules and dependencies across processes. On both backends a task's not_before and another's
+ * deadline pass while the server is down: the restarted process fires each once (a third start never again),
+ * told by the signal's transitions, the journal replayed from its start and a webhook receiver. On two
+ * instances sharing one Redis: diamonds whose two sides complete at once, one side on each instance, release
+ * each sink exactly once; schedule timers due at once fire once between the two.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { PushSocket, type Frame } from '../helpers/push.js';
+import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
+import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+import { emitOk, expectOk, waitFor } from '../api/support.js';
+
+const FAST = { ALLOW_PRIVATE_NETWORK: 'true', WEBHOOK_BACKOFF_BASE_MS: '100', WEBHOOK_TIMEOUT_MS: '2000' };
+const sleepUntil = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms - Date.now())));
+
+async function setUp(url: string, rx: Receiver) {
+  const root = await bootstrap(url);
+  const boss = await join(root.client, 'boss');
+  const worker = await join(root.client, 'worker');
+  rx.secret = expectOk(await root.client.post('/admin/webhooks', { url: rx.url, events: ['task.expired'] }), 201).secret;
+  return { root, boss, worker };
+}
+
+/** The signal's committed transitions made by `event` (the admin actor view keeps the last ten). */
+async function movesBy(admin: Client, id: string, event: string): Promise<any[]> {
+  return (expectOk(await admin.get(`/admin/actors/signal/${id}`)).transitions as any[]).filter((t) => t.event === event);
+}
+
+/** Every journal frame the boss is shown, replayed from the start, up to a marker emitted now. */
+async function journal(url: string, boss: Member, admin: Client): Promise<Frame[]> {
+  const socket = await PushSocket.open(url, boss.key, { after: '0', label: 'boss replay' });
+  try {
+    const marker = await emitOk(admin, { signal_type: 'pulse', content: 'marker', to_identity: boss.id });
+    await socket.waitSignals([marker.id], 20_000);
+    return [...socket.frames];
+  } finally {
+    await socket.close();
+  }
+}
+
+const expiredFrames = (frames: Frame[], id: string) => frames.filter((f: any) => f.type === 'task.expired' && f.signal?.id === id);
+const hooks = (rx: Receiver, id: string) => [...rx.unique().values()].filter((x) => x.body.type === 'task.expired' && x.body.data.signal.id === id);
+
+describe.each(BACKENDS)('not_before and deadline across a restart (%s)', (backend) => {
+  const servers = serversOn(backend);
+  const running: ChildServer[] = [];
+  let rx: Receiver | undefined;
+  afterAll(async () => {
+    await Promise.all(running.map((s) => s.stop()));
+    await rx?.close();
+  });
+
+  it('both pass while the server is down: the restarted process fires each once, a later start never again', async () => {
+    rx = await startReceiver();
+    const env = await servers.env(FAST);
+    const first = await spawnServer(env);
+    running.push(first);
+    const { root, boss, worker } = await setUp(first.url, rx);
+    const at = new Date(Date.now() + 8000).toISOString();
+    const later = await emitOk(boss, { signal_type: 'task', content: 'not before', to_identity: worker.id, not_before: at });
+    const due = await emitOk(boss, { signal_type: 'task', content: 'due', to_identity: worker.id, deadline: at });
+    const dependant = await emitOk(boss, { signal_type: 'task', content: 'after due', to_identity: worker.id, depends_on: [due.id] });
+    expect(later.delivery_state).toBe('waiting');
+    await first.stop();
+    running.splice(running.indexOf(first), 1);
+    expect(Date.now(), 'the first process stopped before the times').toBeLessThan(Date.parse(at));
+    await sleepUntil(Date.parse(at) + 500);
+
+    const second = await spawnServer(env);
+    running.push(second);
+    const admin = new Client(second.url, root.key);
+    const state = async (id: string) => expectOk(await admin.get(`/admin/actors/signal/${id}`)).state;
+    await waitFor('not_before fired after the restart', () => state(later.id), (s) => s === 'pending' || s === 'delivered', 20_000);
+    await waitFor('deadline fired after the restart', () => state(due.id), (s) => s === 'dead_letter', 20_000);
+    expect(await state(dependant.id)).toBe('blocked');
+    await waitFor('the task.expired webhook', () => hooks(rx!, due.id).length, (k) => k >= 1, 20_000);
+    expect(expiredFrames(await journal(second.url, boss, admin), due.id)).toHaveLength(1);
+    await second.stop();
+    running.splice(running.indexOf(second), 1);
+
+    const third = await spawnServer(env);
+    running.push(third);
+    const admin3 = new Client(third.url, root.key);
+    expect(expiredFrames(await journal(third.url, boss, admin3), due.id)).toHaveLength(1);
+    expect(await movesBy(admin3, later.id, 'NOT_BEFORE')).toHaveLength(1);
+    expect(await movesBy(admin3, due.id, 'DEADLINE')).toHaveLength(1);
+    expect(hooks(rx, due.id)).toHaveLength(1);
+  }, 240_000);
+});
+
+describe('dependencies and schedules on two instances sharing one Redis', () => {
+  const servers = serversOn('redis');
+  let a: ChildServer | undefined;
+  let b: ChildServer | undefined;
+  let rx: Receiver | undefined;
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+    await rx?.close();
+  });
+
+  it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once fire once', async () => {
+    rx = await startReceiver();
+    const env = await servers.env(FAST);
+    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    const { root, boss, worker } = await setUp(a.url, rx);
+    const on = (url: string, m: Member) => new Client(url, m.key);
+    const complete = async (url: string, id: string) => {
+      expectOk(await on(url, worker).post('/claim', { signal_id: id }));
+      expectOk(await on(url, worker).post('/ack', { signal_id: id, outcome: 'completed' }));
+    };
+    const task = (extra: Record<string, unknown> = {}) => emitOk(boss, { signal_type: 'task', content: 'part', to_identity: worker.id, ...extra });
+
+    const at = new Date(Date.now() + 8000).toISOString();
+    const timed = await Promise.all(Array.from({ length: 5 }, (_, i) => task(i % 2 ? { not_before: at } : { deadline: at })));
+    const sinks: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const top = await task();
+      const [left, right] = [await task({ depends_on: [top.id] }), await task({ depends_on: [top.id] })];
+      sinks.push((await task({ depends_on: [left.id, right.id] })).id);
+      await complete(i % 2 ? a.url : b.url, top.id);
+      await Promise.all([complete(a.url, left.id), complete(b.url, right.id)]);
+    }
+    const admin = on(b.url, root);
+    for (const id of sinks) {
+      const moves = await movesBy(admin, id, 'DEPENDENCY_COMPLETED');
+      expect(moves.filter((t) => t.from === 'waiting' && t.to === 'pending'), id).toHaveLength(1);
+      expect(moves, id).toHaveLength(2);
+    }
+    const frames = await journal(a.url, boss, on(a.url, root));
+    for (const id of sinks) expect(frames.filter((f: any) => f.type === 'signal.updated' && f.signal.id === id && f.signal.delivery_state === 'pending'), id).toHaveLength(1);
+
+    for (const t of timed) {
+      const expired = t.deadline !== null;
+      await waitFor(`${t.id} fired`, async () => expectOk(await admin.get(`/admin/actors/signal/${t.id}`)).state, (s) => (expired ? s === 'dead_letter' : s === 'pending' || s === 'delivered'), 30_000);
+      if (expired) await waitFor('the task.expired webhook', () => hooks(rx!, t.id).length, (k) => k >= 1, 20_000);
+    }
+    const after = await journal(b.url, boss, admin);
+    for (const t of timed) {
+      expect(await movesBy(admin, t.id, t.deadline !== null ? 'DEADLINE' : 'NOT_BEFORE'), t.id).toHaveLength(1);
+      if (t.deadline !== null) {
+        expect(expiredFrames(after, t.id), t.id).toHaveLength(1);
+        expect(hooks(rx, t.id), t.id).toHaveLength(1);
+      }
+    }
+  }, 240_000);
+});
