@@ -158,7 +158,11 @@ export class Inbound {
   /** Records the refused call on our copy (the other side records it too) and answers the refusal. */
   private async conflict(r: ActorRecord<SignalContext>, call: Pick<FederationConflict, 'call' | 'outcome'>): Promise<AppError> {
     const seen = { task_status: r.context.task_status, delivery_state: r.value };
-    await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'FED_CONFLICT', conflict: { ...call, refused_by: 'here', ...seen } }, { quiet: true });
+    const mark = { ...call, refused_by: 'here' as const, ...seen };
+    const was = r.context.federation?.conflict;
+    // a retried call meets the mark its first try left: nothing new to record
+    const same = was && (Object.keys(mark) as (keyof typeof mark)[]).every((k) => was[k] === mark[k]);
+    if (!same) await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'FED_CONFLICT', conflict: mark }, { quiet: true });
     return new AppError('FED_STATE_CONFLICT', `The task is ${r.context.task_status ?? r.value} here; the ${call.call} was not applied`, { ...call, ...seen });
   }
 
