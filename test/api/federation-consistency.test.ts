@@ -19,7 +19,7 @@ import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
 const until = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 30_000) => waitFor(what, probe, (v) => !!v, timeoutMs, 50);
-const ENV = { ALLOW_PRIVATE_NETWORK: 'true', FEDERATION_BACKOFF_BASE_MS: '100', FEDERATION_TIMEOUT_MS: '1000', TASK_LEASE_MS: '60000' };
+const ENV = { ALLOW_PRIVATE_NETWORK: 'true', FEDERATION_BACKOFF_BASE_MS: '100', FEDERATION_TIMEOUT_MS: '2000', TASK_LEASE_MS: '60000' };
 
 const signalOf = async (c: Client, id: string) => (expectOk(await c.get(`/thread/${id}`)).signals as any[]).find((x) => x.id === id);
 const copyOf = async (c: Client, originId: string) => (expectOk(await c.get('/signals/list?type=task&limit=100')).signals as any[]).find((x) => x.federation?.remote_id === originId);
@@ -49,6 +49,8 @@ for (const backend of BACKENDS) {
     beforeAll(async () => {
       [a, b] = await Promise.all([servers.start(ENV), servers.start(ENV)]);
       [toA, toB] = await Promise.all([startFedProxy(a.url), startFedProxy(b.url)]);
+      // an answer held past the senders' FEDERATION_TIMEOUT_MS
+      toA.delayMs = toB.delayMs = 3000;
       [rootA, rootB] = await Promise.all([bootstrap(a.url, 'root-a'), bootstrap(b.url, 'root-b')]);
       [alice, bob] = await Promise.all([join(rootA.client, 'alice'), join(rootB.client, 'bob')]);
       const ops = expectOk(await rootB.client.post('/roles', { name: 'ops' }), 201);
@@ -164,12 +166,11 @@ for (const backend of BACKENDS) {
       } finally {
         toA.policy = pass;
       }
+      // the first ack was applied and its answer lost; the retry (more than one on a slow machine) answered 200
       const acks = callsFor(toA, '/federation/ack', origin.id);
-      expect(acks.map((c) => [c.policy, c.status])).toEqual([
-        ['drop', 200],
-        ['pass', 200],
-      ]);
-      expect(acks[1].answer.data).toMatchObject({ id: origin.id, task_status: 'completed' });
+      expect(acks.map((c) => [c.policy, c.status])).toEqual([['drop', 200], ...acks.slice(1).map(() => ['pass', 200])]);
+      expect(acks.length).toBeGreaterThan(1);
+      expect(acks.at(-1)!.answer.data).toMatchObject({ id: origin.id, task_status: 'completed' });
       await noFailures(origin.id, copy.id);
 
       // B declines a task; the first answer to its cancel is dropped, and A's is delayed past the timeout on a deliver
@@ -179,18 +180,16 @@ for (const backend of BACKENDS) {
       toB.policy = (path) => (path === '/federation/deliver' && firstDeliver ? ((firstDeliver = false), 'delay') : 'pass');
       try {
         const declined = await federatedTask('declined');
-        expect(callsFor(toB, '/federation/deliver', declined.origin.id).map((c) => [c.policy, c.status])).toEqual([
-          ['delay', 200],
-          ['pass', 200],
-        ]);
+        const delivers = callsFor(toB, '/federation/deliver', declined.origin.id);
+        expect(delivers.map((c) => [c.policy, c.status])).toEqual([['delay', 200], ...delivers.slice(1).map(() => ['pass', 200])]);
+        expect(delivers.length).toBeGreaterThan(1);
         expect((await copyOf(rootB.client, declined.origin.id)).id).toBe(declined.copy.id);
         expect((await a2aCancel(rootB.client, declined.copy.id)).status).toBe(200);
         await until("A's task cancelled", async () => (await signalOf(rootA.client, declined.origin.id)).task_status === 'cancelled');
         await until("B's cancel delivered", async () => (await deliveries(rootB.client, peerId)).pending === 0);
-        expect(callsFor(toA, '/federation/cancel', declined.origin.id).map((c) => [c.policy, c.status])).toEqual([
-          ['drop', 200],
-          ['pass', 200],
-        ]);
+        const cancels = callsFor(toA, '/federation/cancel', declined.origin.id);
+        expect(cancels.map((c) => [c.policy, c.status])).toEqual([['drop', 200], ...cancels.slice(1).map(() => ['pass', 200])]);
+        expect(cancels.length).toBeGreaterThan(1);
         await noFailures(declined.origin.id, declined.copy.id);
       } finally {
         toA.policy = pass;
