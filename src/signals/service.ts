@@ -320,8 +320,9 @@ export class Signals {
     const cur = stored.value;
     assertInScope(p.key, cur.context);
     const lease = leaseMs ?? this.config.taskLeaseMs;
-    // the origin of a federated task decides who holds it, renewals included, so its lease ends with ours
-    const forwarded = cur.context.federation?.direction === 'inbound';
+    // the origin of an open federated task decides who holds it, renewals included, so its lease ends with ours;
+    // a copy that is no task, or no longer open, is refused here without asking
+    const forwarded = cur.context.federation?.direction === 'inbound' && cur.context.task_status === 'open' && cur.value !== 'dead_letter';
     if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, lease);
     // after a forwarded claim the record may have moved meanwhile (the origin's answer): read it again
     const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: lease, claim_token: claimToken }, forwarded ? {} : { loaded: stored });

@@ -103,6 +103,10 @@ for (const backend of BACKENDS) {
       await until("B's ack delivered", async () => (await deliveries(rootB.client, peerId)).pending === 0);
       expect(await signalOf(rootB.client, copy.id)).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
       await noFailures(origin.id, copy.id);
+      // a claim of the completed copy is refused here, without asking the origin
+      const asked = callsFor(toA, '/federation/claim', origin.id).length;
+      expectError(await bob.client.post('/claim', { signal_id: copy.id }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+      expect(callsFor(toA, '/federation/claim', origin.id)).toHaveLength(asked);
     });
 
     it("a completion reaching the origin after its lease lapsed is accepted while nobody holds the task", async () => {
