@@ -22,6 +22,21 @@ export interface SignalFederation {
   hops: number;
   /** FED_DELIVERY_FAILED once a call to the peer (deliver, ack, cancel) ran out of its retry budget */
   error?: string | null;
+  /** the last ack or cancel one org refused because its copy had moved to another outcome (FED_STATE_CONFLICT) */
+  conflict?: FederationConflict | null;
+}
+
+/** A call between the two orgs refused with FED_STATE_CONFLICT, as each side records it (docs/federation.md, Conflicts). */
+export interface FederationConflict {
+  call: 'ack' | 'cancel';
+  /** what the refused call asked for */
+  outcome: 'completed' | 'failed' | 'cancelled';
+  /** `peer`: the other org refused our call; `here`: we refused the other org's */
+  refused_by: 'peer' | 'here';
+  /** the refusing side's copy when it refused */
+  task_status: string | null;
+  delivery_state: string | null;
+  at: string;
 }
 
 export interface SignalContext {
@@ -89,7 +104,8 @@ export type SignalEvent =
   | { type: 'DELIVER'; now: number }
   /** `claim_token`, when given, must be the current grant's: a renewal by the holder */
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number; claim_token?: number }
-  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number }
+  /** `late`: a peer's completion reaching the origin after the lease lapsed, accepted while nobody holds the task */
+  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number; late?: boolean }
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
@@ -103,7 +119,8 @@ export type SignalEvent =
   /** the durable timer at deadline */
   | { type: 'DEADLINE'; now: number }
   | { type: 'FED_DELIVERED'; now: number; remote_id: string }
-  | { type: 'FED_FAILED'; now: number; error: string };
+  | { type: 'FED_FAILED'; now: number; error: string }
+  | { type: 'FED_CONFLICT'; now: number; conflict: Omit<FederationConflict, 'at'> };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 const identityOf = (e: SignalEvent) => ('identity' in e ? e.identity : undefined);
@@ -147,8 +164,13 @@ const refuseBlocked = {
 const expire = { guard: 'deadlinePassed' as const, target: 'dead_letter', actions: 'expire' as const };
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
+/** A late completion by a peer's agent (the origin's lease lapsed before its ack arrived) while nobody holds the task. */
+const lateCompletion = { guard: 'lateCompletion' as const, target: 'acked', actions: 'completeLate' as const };
+
+/** An ack of a signal nobody holds a lease on: a task must be claimed first (or be a peer's late completion). */
 const ackUnleased = [
   staleClaim,
+  lateCompletion,
   { guard: 'isTask' as const, actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
   { target: 'acked', actions: 'stamp' as const },
 ];
@@ -167,6 +189,7 @@ export const signalMachine = setup({
       return { claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
+    completeLate: assign(({ event }) => ({ task_status: 'completed', claimed_by: identityOf(event) ?? null, claim_expires_at: null, updated_at: iso(event.now) })),
     cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
     noteOverdue: assign(({ event }) => {
       const e = event as Extract<SignalEvent, { type: 'ACK_DUE' }>;
@@ -190,6 +213,10 @@ export const signalMachine = setup({
     }),
     expire: assign({ task_status: 'expired', dead_letter_reason: 'deadline', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
     exhaust: assign({ dead_letter_reason: 'max_attempts' }),
+    federationConflict: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'FED_CONFLICT' }>;
+      return { federation: { ...context.federation!, conflict: { ...e.conflict, at: iso(e.now) } }, updated_at: iso(e.now) };
+    }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -207,6 +234,7 @@ export const signalMachine = setup({
     byClaimer: ({ context, event }) => context.claimed_by === identityOf(event),
     notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
+    lateCompletion: ({ context, event }) => event.type === 'ACK' && event.late === true && event.outcome !== 'failed' && context.signal_type === 'task' && context.task_status === 'open',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
     leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
     outbound: ({ context }) => context.federation?.direction === 'outbound',
@@ -228,6 +256,7 @@ export const signalMachine = setup({
   on: {
     FED_DELIVERED: { guard: 'outbound', actions: 'federated' },
     FED_FAILED: { guard: 'federatedSignal', actions: 'federationFailed' },
+    FED_CONFLICT: { guard: 'federatedSignal', actions: 'federationConflict' },
   },
   states: {
     pending: {
@@ -318,7 +347,7 @@ export const signalMachine = setup({
     },
     dead_letter: {
       on: {
-        ACK: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        ACK: [lateCompletion, { actions: refuse('SIGNAL_DEAD_LETTER') }],
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
         ACK_DUE: ackDue,

@@ -146,6 +146,8 @@ export const catalogue = {
   RESERVATION_IDEMPOTENCY_MISMATCH: [409, 'idempotency_key was used with a different request'],
   // a browser's Origin other than BASE_URL's or ALLOWED_ORIGINS (DNS rebinding, cross-site requests): not in the interface (docs/auth.md)
   ORIGIN_NOT_ALLOWED: [403, 'Origin not allowed'],
+  // a peer's ack or cancel meeting another outcome of the task (docs/federation.md, Conflicts): not in the interface
+  FED_STATE_CONFLICT: [409, "The other organization's copy of this task has another outcome; the call was not applied"],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -33,8 +33,8 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     handler: async (r) => ({ data: await inbound.deliver(r.peer, r.body.signal, r.body.hops) }),
   },
   { method: 'post', path: '/federation/claim', auth: 'proof', body: PeerClaimBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.claim(r.peer, r.body.signal_id, r.body.agent, r.body.lease_ms, r.body.claim_token) }) },
-  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token) }) },
-  { method: 'post', path: '/federation/cancel', auth: 'proof', body: PeerCancelBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.cancel(r.peer, r.body.signal_id) }) },
+  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION', 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token) }) },
+  { method: 'post', path: '/federation/cancel', auth: 'proof', body: PeerCancelBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.cancel(r.peer, r.body.signal_id) }) },
   // a peer org reads memories shared to it (grantee_type org) through the same service calls as REST; it writes nothing
   {
     method: 'post',

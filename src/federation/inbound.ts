@@ -4,15 +4,17 @@
  * peer's storage quota (src/federation/limits.ts); claim and ack act on
  * our outbound signal for the calling peer's agent; cancel marks either our outbound signal or our inbound copy.
  */
-import type { SignalContext } from '../../actors/signal.js';
-import { AppError } from '../errors.js';
+import type { FederationConflict, SignalContext } from '../../actors/signal.js';
+import { AppError, isAppError } from '../errors.js';
 import { now } from '../clock.js';
 import { peerView, type Peer } from '../org/peers.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Versioned } from '../store/port.js';
 import { SIGNAL, signalView, type Signal } from '../signals/kind.js';
 import type { EmitBody, Signals } from '../signals/service.js';
 import { usageKey, type PeerLimiter } from './limits.js';
 import type { Nonces } from './nonces.js';
+import { ackVerdict, cancelVerdict, type Verdict } from './settle.js';
 import { parseProof, PEER_HEADER, PROOF_HEADER, verifyProof } from './proof.js';
 import type { Trust } from './trust.js';
 
@@ -109,30 +111,76 @@ export class Inbound {
     return signalView(done!.record);
   }
 
-  /** POST /federation/ack at the origin: the claiming agent completes (or fails) our outbound signal. */
+  /**
+   * POST /federation/ack at the origin: the claiming agent completes (or fails) our outbound signal. A repeat
+   * answers the current state; a completion after the lease lapsed is accepted while nobody holds the task;
+   * a completion the task can no longer take is FED_STATE_CONFLICT (docs/federation.md, Repeats and conflicts).
+   */
   async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number): Promise<Signal> {
-    await this.outbound(peer, signalId);
-    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: peerAgent(peer.id, agent), outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND' });
-    return signalView(done!.record);
+    const who = peerAgent(peer.id, agent);
+    const event = { type: 'ACK', identity: who, outcome, claim_token: claimToken, late: true };
+    const asked = outcome ?? 'completed';
+    return this.settle(() => this.outbound(peer, signalId), (r) => ackVerdict(r, who, asked, now()), event, { call: 'ack', outcome: asked });
   }
 
   /**
    * POST /federation/cancel, both ways: the origin withdrawing marks our inbound copy of `signalId`; the
-   * receiver declining marks our outbound signal `signalId`. Refused once completed.
+   * receiver declining marks our outbound signal `signalId`. A repeat answers the current state; a completed
+   * task is FED_STATE_CONFLICT.
    */
   async cancel(peer: Peer, signalId: string): Promise<Signal> {
-    const copy = await this.signals.inboundCopy(peer.id, signalId);
-    const target = copy ?? (await this.outbound(peer, signalId));
-    const done = await this.rt.send<SignalContext>(SIGNAL, target.context.id, { type: 'CANCEL' });
-    return signalView(done!.record);
+    const target = async () => {
+      const copy = await this.signals.inboundCopy(peer.id, signalId);
+      return copy ? ((await this.rt.load<SignalContext>(SIGNAL, copy.context.id)) ?? this.gone()) : this.outbound(peer, signalId);
+    };
+    return this.settle(target, cancelVerdict, { type: 'CANCEL' }, { call: 'cancel', outcome: 'cancelled' });
+  }
+
+  /**
+   * Applies a peer's call unless the task's state already answers it. A refusal after `apply` means the task
+   * moved between the read and the write: it is judged once more on the state it moved to.
+   */
+  private async settle(
+    load: () => Promise<Versioned<ActorRecord<SignalContext>>>,
+    verdict: (r: ActorRecord<SignalContext>) => Verdict,
+    event: Record<string, unknown> & { type: string },
+    call: Pick<FederationConflict, 'call' | 'outcome'>,
+  ): Promise<Signal> {
+    for (let round = 0; ; round++) {
+      const stored = await load();
+      const v = verdict(stored.value);
+      if (v === 'repeat') return signalView(stored.value);
+      if (v === 'conflict') throw await this.conflict(stored.value, call);
+      try {
+        const done = await this.rt.send<SignalContext>(SIGNAL, stored.value.context.id, event, { loaded: stored });
+        return signalView(done!.record);
+      } catch (e) {
+        if (round > 0 || !isAppError(e) || e.status >= 500) throw e;
+      }
+    }
+  }
+
+  /** Records the refused call on our copy (the other side records it too) and answers the refusal. */
+  private async conflict(r: ActorRecord<SignalContext>, call: Pick<FederationConflict, 'call' | 'outcome'>): Promise<AppError> {
+    const seen = { task_status: r.context.task_status, delivery_state: r.value };
+    const mark = { ...call, refused_by: 'here' as const, ...seen };
+    const was = r.context.federation?.conflict;
+    // a retried call meets the mark its first try left: nothing new to record
+    const same = was && (Object.keys(mark) as (keyof typeof mark)[]).every((k) => was[k] === mark[k]);
+    if (!same) await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'FED_CONFLICT', conflict: mark }, { quiet: true });
+    return new AppError('FED_STATE_CONFLICT', `The task is ${r.context.task_status ?? r.value} here; the ${call.call} was not applied`, { ...call, ...seen });
+  }
+
+  private gone(): never {
+    throw new AppError('SIGNAL_NOT_FOUND');
   }
 
   /** Our signal `signalId`, which must have been sent to this peer: else POLICY_CROSS_ORG_DENIED. */
-  private async outbound(peer: Peer, signalId: string): Promise<ActorRecord<SignalContext>> {
-    const rec = (await this.rt.load<SignalContext>(SIGNAL, signalId))?.value;
-    if (!rec) throw new AppError('SIGNAL_NOT_FOUND');
-    const f = rec.context.federation;
+  private async outbound(peer: Peer, signalId: string): Promise<Versioned<ActorRecord<SignalContext>>> {
+    const stored = await this.rt.load<SignalContext>(SIGNAL, signalId);
+    if (!stored) throw new AppError('SIGNAL_NOT_FOUND');
+    const f = stored.value.context.federation;
     if (!f || f.direction !== 'outbound' || f.peer_id !== peer.id) throw new AppError('POLICY_CROSS_ORG_DENIED', 'That signal was not federated to this peer');
-    return rec;
+    return stored;
   }
 }

@@ -6,7 +6,7 @@
  */
 import { federationDeliveryMachine, federationDeliveryTimers, newFederationDelivery, type FederationCall, type FederationDeliveryContext } from '../../actors/federation-delivery.js';
 import type { PeerContext } from '../../actors/peer.js';
-import type { SignalContext } from '../../actors/signal.js';
+import type { FederationConflict, SignalContext } from '../../actors/signal.js';
 import { now } from '../clock.js';
 import type { Config } from '../config.js';
 import { AppError, catalogue, isAppError, type ErrorCode } from '../errors.js';
@@ -41,16 +41,38 @@ export interface PeerDeliveryStats {
 /** Status codes a later attempt may get past: the peer is away, overloaded, or has not seen the signal yet. */
 const retryable = (status: number) => status === 404 || status === 408 || status === 429 || status >= 500;
 
-/** The error code and message of a peer's error envelope, when it is one of ours. */
-function peerError(a: Answer): { code: ErrorCode; message: string } | undefined {
+/** The error code and details of a peer's error envelope, when the code is one of ours. */
+function peerError(a: Answer): { code: ErrorCode; details: Record<string, unknown> } | undefined {
   try {
-    const e = (JSON.parse(a.body) as { error?: { code?: string; message?: string } }).error;
-    if (e?.code && e.code in catalogue) return { code: e.code as ErrorCode, message: e.message ?? '' };
+    const e = (JSON.parse(a.body) as { error?: { code?: string; details?: unknown } }).error;
+    const details = e?.details && typeof e.details === 'object' ? (e.details as Record<string, unknown>) : {};
+    if (e?.code && Object.hasOwn(catalogue, e.code)) return { code: e.code as ErrorCode, details };
   } catch {
     // not JSON: described by its status alone
   }
   return undefined;
 }
+
+/** The origin's answers that say where its task stands: passed on under a code of ours, with `details.peer_code`. */
+const TASK_HELD = new Set<string>(['SIGNAL_CLAIM_CONFLICT']);
+const TASK_MOVED_ON = new Set<string>(['SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_CLAIM_NOT_TASK', 'SIGNAL_DEAD_LETTER', 'FED_STATE_CONFLICT']);
+
+/**
+ * A peer's refusal of a forwarded call as our agent sees it. The peer's code is never answered as ours (a
+ * hostile or broken origin must not speak for this service's auth or policy): a task held by another is 409
+ * SIGNAL_CLAIM_CONFLICT, a task that moved on 409 FED_STATE_CONFLICT, anything else 502 FED_DELIVERY_FAILED;
+ * each with `details.peer_code` (a catalogue code, or absent) and `peer_status`.
+ */
+export function peerRefusal(peerId: string, a: Answer): AppError {
+  const code = peerError(a)?.code;
+  const details = { peer_id: peerId, peer_status: a.status, ...(code && { peer_code: code }) };
+  if (a.status === 409 && code && TASK_HELD.has(code)) return new AppError('SIGNAL_CLAIM_CONFLICT', 'The task is held by another agent at its origin', details);
+  if ((a.status === 409 || a.status === 422) && code && TASK_MOVED_ON.has(code)) return new AppError('FED_STATE_CONFLICT', "The origin's copy of this task is no longer open", details);
+  return new AppError('FED_DELIVERY_FAILED', `The origin refused the call (HTTP ${a.status})`, details);
+}
+
+/** A short string from a peer's answer, or null (a peer's details are not trusted to be anything). */
+const shortString = (v: unknown) => (typeof v === 'string' && v.length <= 64 ? v : null);
 
 export class FederationOut {
   private out: Outbound;
@@ -133,22 +155,21 @@ export class FederationOut {
   }
 
   /**
-   * Forwards a local agent's claim of an inbound federated task to its origin and waits for the answer: the
-   * origin's refusal is raised here as the same error (409 SIGNAL_CLAIM_CONFLICT when an agent of either org
-   * holds it), an unreachable origin as FED_DELIVERY_FAILED.
+   * Forwards a local agent's claim (or renewal) of an inbound federated task to its origin with the lease the
+   * local copy takes, and waits for the answer: the origin's refusal is wrapped (`peerRefusal`), an
+   * unreachable origin is FED_DELIVERY_FAILED.
    */
-  async forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void> {
+  async forwardClaim(c: SignalContext, agent: string, leaseMs: number): Promise<void> {
     const f = c.federation!;
     const { peer, secret } = await this.trustOf(f.peer_id);
     let a: Answer;
     try {
-      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, ...(leaseMs !== undefined && { lease_ms: leaseMs }) });
+      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, lease_ms: leaseMs });
     } catch (e) {
-      throw new AppError('FED_DELIVERY_FAILED', `The origin could not be reached: ${(e as Error).message}`);
+      throw new AppError('FED_DELIVERY_FAILED', `The origin could not be reached: ${(e as Error).message}`, { peer_id: f.peer_id });
     }
     if (a.status >= 200 && a.status < 300) return;
-    const err = peerError(a);
-    throw new AppError(err?.code ?? 'FED_DELIVERY_FAILED', err?.message || `The origin answered HTTP ${a.status}`, { peer_id: f.peer_id });
+    throw peerRefusal(f.peer_id, a);
   }
 
   private call(peer: PeerContext, secret: string, call: FederationCall | 'claim', payload: Record<string, unknown>): Promise<Answer> {
@@ -168,17 +189,18 @@ export class FederationOut {
     if (!c) return;
     const outcome = await this.post(c);
     if (this.out.isStopped) return;
-    const { remote_id, ...result } = outcome;
+    const { remote_id, conflict, ...result } = outcome;
     // the attempt number fences the result: a late one (its attempt timed out, another began) records nothing, the signal's mark included
-    const delivered = remote_id ? (rec: ActorRecord<FederationDeliveryContext>) => (rec.value === 'delivered' ? this.deliveredOps(c.signal_id, remote_id) : []) : undefined;
-    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true, extra: delivered });
+    const mark = remote_id ? { type: 'FED_DELIVERED', remote_id } : conflict ? { type: 'FED_CONFLICT', conflict } : undefined;
+    const marked = mark ? (rec: ActorRecord<FederationDeliveryContext>) => (rec.value === 'delivered' ? this.markOps(c.signal_id, mark) : []) : undefined;
+    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true, extra: marked });
   }
 
-  /** The signal's FED_DELIVERED mark (the peer's copy id), written in the commit that records the delivery. */
-  private async deliveredOps(signalId: string, remoteId: string): Promise<Op[]> {
+  /** The signal's FED_DELIVERED mark (the peer's copy id) or FED_CONFLICT mark, written in the commit that records the delivery. */
+  private async markOps(signalId: string, mark: Record<string, unknown> & { type: string }): Promise<Op[]> {
     const signal = await this.rt.store.get<ActorRecord<SignalContext>>(actorKey(SIGNAL, signalId));
     try {
-      return (signal && this.rt.moveOps<SignalContext>(SIGNAL, signalId, signal, { type: 'FED_DELIVERED', remote_id: remoteId })?.ops) ?? [];
+      return (signal && this.rt.moveOps<SignalContext>(SIGNAL, signalId, signal, mark)?.ops) ?? [];
     } catch {
       return [];
     }
@@ -191,19 +213,28 @@ export class FederationOut {
       // a suspended peer or a lapsed trust may come back within the retry window: retried like a peer that is away
       const { peer, secret } = await this.trustOf(c.peer_id);
       const a = await this.call(peer, secret, c.call, c.body);
-      const ok = a.status >= 200 && a.status < 300;
-      const code = peerError(a)?.code;
+      const err = peerError(a);
+      const conflict = a.status === 409 && err?.code === 'FED_STATE_CONFLICT' && c.call !== 'deliver' ? this.conflictOf(c, err.details) : null;
+      // a conflict is the peer's answer for good, not our failure: the delivery ends delivered and the signal records the conflict
+      const ok = (a.status >= 200 && a.status < 300) || conflict !== null;
       return {
         ok,
         give_up: !ok && !retryable(a.status),
         response_code: a.status,
         latency_ms: latency(),
-        error: ok ? null : `HTTP ${a.status}${code ? ` ${code}` : ''}`,
+        error: a.status >= 200 && a.status < 300 ? null : `HTTP ${a.status}${err ? ` ${err.code}` : ''}`,
         remote_id: ok && c.call === 'deliver' ? remoteIdOf(a) : null,
+        conflict,
       };
     } catch (e) {
-      return { ok: false, response_code: null, latency_ms: latency(), error: isAppError(e) ? e.code : (e as Error).message, remote_id: null };
+      return { ok: false, response_code: null, latency_ms: latency(), error: isAppError(e) ? e.code : (e as Error).message, remote_id: null, conflict: null };
     }
+  }
+
+  /** The conflict the peer answered to our ack or cancel, as our signal records it. */
+  private conflictOf(c: FederationDeliveryContext, details: Record<string, unknown>): Omit<FederationConflict, 'at'> {
+    const outcome = c.call === 'cancel' ? 'cancelled' : c.body.outcome === 'failed' ? 'failed' : 'completed';
+    return { call: c.call as 'ack' | 'cancel', outcome, refused_by: 'peer', task_status: shortString(details.task_status), delivery_state: shortString(details.delivery_state) };
   }
 
   /** Per-peer counts of deliveries by outcome, and the newest error any attempt met. */

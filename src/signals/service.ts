@@ -89,8 +89,8 @@ export interface FederationLink {
   /** ops creating a durable, retried call to the peer, committed with the change that causes it */
   deliveryOps(peerId: string, call: 'deliver' | 'ack' | 'cancel', signalId: string, body: Record<string, unknown>): Op[];
   deliverBody(c: SignalContext): Record<string, unknown>;
-  /** asks the origin of an inbound task for the claim; its refusal is raised as the same error */
-  forwardClaim(c: SignalContext, agent: string, leaseMs?: number): Promise<void>;
+  /** asks the origin of an inbound task for the claim (or renewal) with this lease; its refusal is raised wrapped in a federation code */
+  forwardClaim(c: SignalContext, agent: string, leaseMs: number): Promise<void>;
 }
 
 /** Ops counting a new signal against a quota, committed with it; throws to refuse it. */
@@ -353,11 +353,13 @@ export class Signals {
     const stored = await this.loadStored(signalId);
     const cur = stored.value;
     assertInScope(p.key, cur.context);
-    // the origin of a federated task decides who holds it: its refusal is this claim's refusal
-    const forwarded = cur.context.federation?.direction === 'inbound' && !(cur.value === 'leased' && cur.context.claimed_by === p.identity.id);
-    if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, leaseMs);
+    const lease = leaseMs ?? this.config.taskLeaseMs;
+    // the origin of an open federated task decides who holds it, renewals included, so its lease ends with ours;
+    // a copy that is no task, or no longer open, is refused here without asking
+    const forwarded = cur.context.federation?.direction === 'inbound' && cur.context.task_status === 'open' && cur.value !== 'dead_letter';
+    if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, lease);
     // after a forwarded claim the record may have moved meanwhile (the origin's answer): read it again
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs, claim_token: claimToken }, forwarded ? {} : { loaded: stored });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: lease, claim_token: claimToken }, forwarded ? {} : { loaded: stored });
     return signalView(c!.record);
   }
 
@@ -366,7 +368,7 @@ export class Signals {
     this.requireMember(p);
     const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
     assertInScope(p.key, stored.value.context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec) => this.ackToOrigin(rec, p.identity.id) });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }
@@ -394,11 +396,17 @@ export class Signals {
     return signalView(c!.record);
   }
 
-  /** A federated task completed here is reported to its origin, durably: the ack answers even while the origin is away. */
-  private ackToOrigin(rec: ActorRecord<SignalContext>, agent: string): Op[] {
+  /**
+   * A federated task completed (or given up by its holder) here is reported to its origin, durably: the ack
+   * answers even while the origin is away, and a given-up task is free at the origin at once too.
+   */
+  private ackToOrigin(rec: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext>, agent: string): Op[] {
     const f = rec.context.federation;
-    if (f?.direction !== 'inbound' || rec.value !== 'acked' || rec.context.task_status !== 'completed') return [];
-    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent });
+    if (f?.direction !== 'inbound') return [];
+    const completed = rec.value === 'acked' && rec.context.task_status === 'completed';
+    const givenUp = prev.value === 'leased' && prev.context.claimed_by === agent && rec.value !== 'leased' && rec.value !== 'acked';
+    if (!completed && !givenUp) return [];
+    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent, ...(givenUp && { outcome: 'failed' }) });
   }
 
   /** Cancel works both ways: the origin withdraws its task from the peer, the receiver declines the origin's. */

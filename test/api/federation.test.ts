@@ -212,10 +212,11 @@ for (const backend of BACKENDS) {
       expectOk(await call('/federation/claim', { signal_id: id, agent: 'a1' }));
       expectError(await call('/federation/claim', { signal_id: id, agent: 'a2' }), 409, 'SIGNAL_CLAIM_CONFLICT');
       expectError(await worker.client.post('/claim', { signal_id: id }), 409, 'SIGNAL_CLAIM_CONFLICT');
-      expectError(await call('/federation/ack', { signal_id: id, agent: 'a2' }), 403, 'SIGNAL_ACK_UNAUTHORIZED');
+      // another holder's lease running: the peer's completion cannot be taken (docs/federation.md, Repeats and conflicts)
+      expectError(await call('/federation/ack', { signal_id: id, agent: 'a2' }), 409, 'FED_STATE_CONFLICT');
       expect(expectOk(await call('/federation/ack', { signal_id: id, agent: 'a1' }))).toMatchObject({ delivery_state: 'acked', task_status: 'completed' });
       expect(await findSignal(root.client, id)).toMatchObject({ task_status: 'completed' });
-      expectError(await call('/federation/cancel', { signal_id: id, agent: 'a1' }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+      expectError(await call('/federation/cancel', { signal_id: id, agent: 'a1' }), 409, 'FED_STATE_CONFLICT');
       expectError(await call('/federation/claim', { signal_id: id, agent: 'a1' }), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
 
       // a local agent holding the lease wins over the peer's agents
@@ -245,7 +246,7 @@ for (const backend of BACKENDS) {
       expect((await findSignal(root.client, held)).task_status).toBe('cancelled');
     });
 
-    it('cancel at the receiver (the origin withdraws) marks the inbound copy; refused once completed', async () => {
+    it('cancel at the receiver (the origin withdraws) marks the inbound copy; a conflict once completed', async () => {
       const originId = ulid();
       const copy = expectOk(await deliver({ id: originId, to_role: 'builders' }));
       expect(expectOk(await call('/federation/cancel', { signal_id: originId, agent: 'origin-agent' }))).toMatchObject({ id: copy.id, task_status: 'cancelled' });
@@ -259,7 +260,7 @@ for (const backend of BACKENDS) {
         const done = expectOk(await deliver({ id: doneOrigin, to_role: 'builders' }, 0, t));
         expectOk(await worker.client.post('/claim', { signal_id: done.id }));
         expectOk(await worker.client.post('/ack', { signal_id: done.id }));
-        expectError(await call('/federation/cancel', { signal_id: doneOrigin, agent: 'origin-agent' }, t), 422, 'SIGNAL_CLAIM_INVALID_STATUS');
+        expectError(await call('/federation/cancel', { signal_id: doneOrigin, agent: 'origin-agent' }, t), 409, 'FED_STATE_CONFLICT');
       } finally {
         await origin.close();
       }

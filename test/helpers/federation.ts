@@ -14,13 +14,15 @@ export interface SignOptions {
   proofHeader?: string | null;
   /** a proof to send again (a replay) */
   proof?: Proof;
+  /** headers sent besides the two federation headers (outside the proof) */
+  headers?: Record<string, string>;
 }
 
 /** POSTs `body` to `path` with X-Federation-Peer-Id and X-Federation-Proof; answers the status, body and proof sent. */
 export async function signedPost(url: string, path: string, body: unknown, o: SignOptions): Promise<Res & { proof: Proof }> {
   const raw = typeof body === 'string' ? body : JSON.stringify(body);
   const proof = o.proof ?? makeProof(o.secret, 'POST', path, raw, o.ts ?? Date.now(), o.nonce);
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  const headers: Record<string, string> = { 'content-type': 'application/json', ...o.headers };
   if (o.peerId !== null && o.peerId !== undefined) headers['X-Federation-Peer-Id'] = o.peerId;
   if (o.proofHeader !== null) headers['X-Federation-Proof'] = o.proofHeader ?? JSON.stringify(proof);
   const r = await fetch(url + path, { method: 'POST', headers, body: o.send ?? raw });

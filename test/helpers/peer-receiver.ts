@@ -1,8 +1,8 @@
 /**
  * A stand-in peer organization for tests: node:http on 127.0.0.1 answering `/federation/*`. Every request's
  * proof is checked with node:crypto straight from the documented formula (not our verifier); `respond`
- * decides each answer: a status (the body then carries `data.id`, the peer's copy id), a promise of one (a slow
- * peer) or 'hang'.
+ * decides each answer: a status (the body then carries `data.id`, the peer's copy id), a status with a body
+ * of its own (a hostile peer's answer, sent as is), a promise of a status (a slow peer) or 'hang'.
  */
 import { createHash, createHmac } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
@@ -21,7 +21,7 @@ export interface PeerReceiver {
   url: string;
   calls: PeerCall[];
   secret: string | undefined;
-  respond: (c: PeerCall) => number | Promise<number> | 'hang';
+  respond: (c: PeerCall) => number | Promise<number> | 'hang' | { status: number; body: string };
   close(): Promise<void>;
 }
 
@@ -50,6 +50,7 @@ export async function startPeerReceiver(respond: PeerReceiver['respond'] = () =>
       rx.calls.push(call);
       const answer = rx.respond(call);
       if (answer === 'hang') return void hanging.add(res);
+      if (typeof answer === 'object' && !(answer instanceof Promise)) return void res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
       const reply = (status: number) => {
         const ok = status >= 200 && status < 300;
         const body = ok ? { data: { id: `copy-of-${call.body.signal?.id ?? call.body.signal_id}` } } : { error: { code: 'INTERNAL_SERVER_ERROR', message: 'down' } };
