@@ -143,6 +143,8 @@ export const catalogue = {
   RESERVATION_IDEMPOTENCY_MISMATCH: [409, 'idempotency_key was used with a different request'],
   // a browser's Origin other than BASE_URL's or ALLOWED_ORIGINS (DNS rebinding, cross-site requests): not in the interface (docs/auth.md)
   ORIGIN_NOT_ALLOWED: [403, 'Origin not allowed'],
+  // the `svc` client's own: no answer from the service at all (refused, timed out); never sent by the service (docs/agents.md)
+  SERVICE_UNREACHABLE: [503, 'The service could not be reached'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;
