@@ -8,7 +8,7 @@ import { statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join as pathJoin } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { bootstrap, join, type Member } from '../helpers/client.js';
+import { bootstrap, type Member } from '../helpers/client.js';
 import { cliUser, ERROR_LINE, type CliUser } from '../helpers/cli.js';
 import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { emitOk, expectOk, waitFor } from '../api/support.js';
@@ -57,7 +57,13 @@ describe.each(BACKENDS)('svc on %s', (backend) => {
 
   it('join: an invite URL redeems into a user-only key file; whoami reads it; a used invite is refused', async () => {
     const code = await invite('builder');
-    const joined = await agent.run(['join', `${svc.url}/invite/${code}/skill`, '--json']);
+    // the line the invite's skill document gives, run as it says
+    const skill = await (await fetch(`${svc.url}/invite/${code}/skill`)).text();
+    const line = /^npx svc join (\S+)$/m.exec(skill);
+    expect(line?.[1]).toBe(`${svc.url}/invite/${code}`);
+    expect(skill).toMatch(/^npx svc hooks install --agent claude-code/m);
+    expect(skill).toMatch(/^npx svc mcp-config --agent claude-code/m);
+    const joined = await agent.run(['join', line![1], '--json']);
     expect(joined.code, joined.stderr).toBe(0);
     const out = JSON.parse(joined.stdout);
     expect(out.identity.name).toBe('builder');
@@ -69,7 +75,7 @@ describe.each(BACKENDS)('svc on %s', (backend) => {
 
     const who = await agent.run(['whoami']);
     expect(who.stdout).toContain(`builder (${agentId}) on ${svc.url}`);
-    fails(await agent.run(['join', `${svc.url}/invite/${code}`]), 1, 'INVITE_ALREADY_REDEEMED');
+    fails(await agent.run(['join', `${svc.url}/invite/${code}/skill`]), 1, 'INVITE_ALREADY_REDEEMED');
   });
 
   it('join --print prints the key and stores nothing; whoami without a key is AUTH_KEY_MISSING', async () => {
