@@ -3,7 +3,7 @@
  * the agent's hook configuration, each running `svc hook <event>`; a hook run makes one HTTP call, says
  * nothing when there is nothing new or the service cannot be reached, and answers in its agent's JSON.
  */
-import { existsSync, mkdirSync, readFileSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,10 +64,17 @@ export function agentOf(name: string | undefined): Agent {
   return a;
 }
 
-const BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../../bin/svc.js');
+/** the script this process was started as (bin/svc.js, through any npx link): what the hooks run again */
+const bin = () => {
+  try {
+    return realpathSync(process.argv[1]);
+  } catch {
+    return resolve(dirname(fileURLToPath(import.meta.url)), '../../bin/svc.js');
+  }
+};
 const sh = (s: string) => (/^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`);
 /** what a hook entry of ours runs; recognised again by `isOurs` */
-const command = (event: HookEvent, agent: string, configDir: string) => [process.execPath, BIN, 'hook', event, '--agent', agent, '--config', configDir].map(sh).join(' ');
+const command = (event: HookEvent, agent: string, configDir: string) => [process.execPath, bin(), 'hook', event, '--agent', agent, '--config', configDir].map(sh).join(' ');
 const isOurs = (cmd: unknown) => typeof cmd === 'string' && / hook (session-start|post-tool|stop) --agent /.test(cmd) && cmd.includes('svc');
 
 /** What install found and wrote, per settings file, so uninstall can put back the very bytes it found. */

@@ -91,7 +91,7 @@ describe.each(BACKENDS)('svc hook on %s', (backend) => {
     // acknowledged, nothing holds the stop
     expect((await cli.run(['ack', waiting.id, task.id])).code).toBe(0);
     expect(await hook('stop', fixture(agent, 'stop'))).toMatchObject({ code: 0, stdout: '' });
-  });
+  }, 180_000);
 });
 
 describe('svc hook with the service down', () => {
