@@ -13,7 +13,7 @@ import { emitOk } from './support.js';
 
 const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
 /** bytes of each profile's tools/list `tools` as JSON, recorded in docs/surfaces.md (bounds, a little above the measure) */
-const MAX_BYTES: Record<string, number> = { core: 6000, tasks: 9500, memory: 14500, reservations: 8000, all: 22000 };
+const MAX_BYTES: Record<string, number> = { core: 4300, tasks: 7100, memory: 9700, reservations: 5600, all: 14100 };
 
 async function connect(url: string, key: string, profile?: string) {
   const client = new McpClient({ name: 'test', version: '1.0.0' });
