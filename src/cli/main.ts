@@ -169,10 +169,17 @@ function topHelp(): string {
 const commandHelp = (name: string, c: Command) =>
   [`usage: svc ${name}${c.args ? ' ' + c.args : ''} [options]`, '', c.summary, '', 'options:', ...[...(c.help ?? []), ...GLOBAL_HELP].map((l) => `  ${l}`)].join('\n');
 
+/** The hook's event JSON; an agent that leaves stdin open gets a second, not the hook's whole timeout. */
 async function readStdin(): Promise<unknown> {
   if (process.stdin.isTTY) return {};
   let text = '';
-  for await (const chunk of process.stdin) text += chunk;
+  const read = (async () => {
+    for await (const chunk of process.stdin) text += chunk;
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([read, new Promise((r) => (timer = setTimeout(r, 1000)))]);
+  clearTimeout(timer);
+  process.stdin.pause();
   try {
     return JSON.parse(text);
   } catch {

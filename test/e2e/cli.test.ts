@@ -60,7 +60,9 @@ describe.each(BACKENDS)('svc on %s', (backend) => {
     // the line the invite's skill document gives, run as it says
     const skill = await (await fetch(`${svc.url}/invite/${code}/skill`)).text();
     const line = /^npx svc join (\S+)$/m.exec(skill);
-    expect(line?.[1]).toBe(`${svc.url}/invite/${code}`);
+    // the service names itself by BASE_URL (here http://localhost:<port>)
+    expect(line?.[1]).toMatch(new RegExp(`^http://(localhost|127\\.0\\.0\\.1):${new URL(svc.url).port}/invite/${code}$`));
+    const base = line![1].replace(/\/invite\/.*$/, '');
     expect(skill).toMatch(/^npx svc hooks install --agent claude-code/m);
     expect(skill).toMatch(/^npx svc mcp-config --agent claude-code/m);
     const joined = await agent.run(['join', line![1], '--json']);
@@ -71,10 +73,10 @@ describe.each(BACKENDS)('svc on %s', (backend) => {
     const file = pathJoin(agent.configDir, 'credentials.json');
     expect(out.credentials).toBe(file);
     expect(statSync(file).mode & 0o777).toBe(0o600);
-    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ url: svc.url, identity_id: agentId, name: 'builder' });
+    expect(JSON.parse(await readFile(file, 'utf8'))).toMatchObject({ url: base, identity_id: agentId, name: 'builder' });
 
     const who = await agent.run(['whoami']);
-    expect(who.stdout).toContain(`builder (${agentId}) on ${svc.url}`);
+    expect(who.stdout).toContain(`builder (${agentId}) on ${base}`);
     fails(await agent.run(['join', `${svc.url}/invite/${code}/skill`]), 1, 'INVITE_ALREADY_REDEEMED');
   });
 
@@ -184,16 +186,16 @@ describe.each(BACKENDS)('svc on %s', (backend) => {
   });
 
   it('mcp-config prints the /mcp entry with the key in each client\'s format; an unknown client is refused', async () => {
-    const key = JSON.parse(await readFile(pathJoin(agent.configDir, 'credentials.json'), 'utf8')).key;
+    const { key, url } = JSON.parse(await readFile(pathJoin(agent.configDir, 'credentials.json'), 'utf8'));
     const auth = `Bearer ${key}`;
     const claude = JSON.parse((await agent.run(['mcp-config', '--agent', 'claude-code', '--tools', 'core'])).stdout);
-    expect(claude).toEqual({ mcpServers: { svc: { type: 'http', url: `${svc.url}/mcp?tools=core`, headers: { Authorization: auth } } } });
+    expect(claude).toEqual({ mcpServers: { svc: { type: 'http', url: `${url}/mcp?tools=core`, headers: { Authorization: auth } } } });
     const cursor = JSON.parse((await agent.run(['mcp-config', '--agent', 'cursor'])).stdout);
-    expect(cursor).toEqual({ mcpServers: { svc: { url: `${svc.url}/mcp`, headers: { Authorization: auth } } } });
+    expect(cursor).toEqual({ mcpServers: { svc: { url: `${url}/mcp`, headers: { Authorization: auth } } } });
     const vscode = JSON.parse((await agent.run(['mcp-config', '--agent', 'vscode'])).stdout);
-    expect(vscode).toEqual({ servers: { svc: { type: 'http', url: `${svc.url}/mcp`, headers: { Authorization: auth } } } });
+    expect(vscode).toEqual({ servers: { svc: { type: 'http', url: `${url}/mcp`, headers: { Authorization: auth } } } });
     const codex = (await agent.run(['mcp-config', '--agent', 'codex'])).stdout;
-    expect(codex).toBe(`[mcp_servers.svc]\nurl = "${svc.url}/mcp"\nhttp_headers = { "Authorization" = "${auth}" }\n`);
+    expect(codex).toBe(`[mcp_servers.svc]\nurl = "${url}/mcp"\nhttp_headers = { "Authorization" = "${auth}" }\n`);
     fails(await agent.run(['mcp-config', '--agent', 'emacs']), 2, 'VALIDATION_INVALID_TYPE');
   });
 });
