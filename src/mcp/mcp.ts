@@ -170,6 +170,29 @@ class Subscriptions {
   }
 }
 
+/** a profile's tools take `view`: the compact answer by default, the whole one on request */
+const VIEW = { type: 'string', enum: ['compact', 'full'], description: 'compact (default): ids, senders, first lines, counts' };
+
+const isSignal = (v: unknown): v is Record<string, any> => isObject(v) && typeof v.id === 'string' && typeof v.signal_type === 'string' && typeof v.content === 'string';
+const firstLine = (t: string) => {
+  const line = t.split('\n', 1)[0];
+  return line.length > 200 ? line.slice(0, 199) + '…' : line;
+};
+
+/** Signals anywhere in a result reduced to what identifies them and their first line; lists get a count. */
+export function compactView(v: unknown): unknown {
+  if (isSignal(v)) {
+    const keep = ['id', 'signal_type', 'from_identity', 'to_identity', 'to_role', 'to_ring', 'parent_id', 'urgency', 'delivery_state', 'task_status', 'claimed_by', 'claim_expires_at', 'claim_token', 'receipt_state', 'created_at'];
+    return { ...Object.fromEntries(keep.filter((k) => v[k] !== undefined && v[k] !== null).map((k) => [k, v[k]])), content: firstLine(v.content) };
+  }
+  if (Array.isArray(v)) return v.map(compactView);
+  if (!isObject(v)) return v;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(v).map(([k, x]) => [k, compactView(x)]));
+  const list = Object.values(v).find(Array.isArray);
+  if (list && !('count' in v)) out.count = list.length;
+  return out;
+}
+
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };
 
 export class Mcp {
@@ -187,7 +210,11 @@ export class Mcp {
     return (profile ? PROFILES[profile] : Object.keys(TOOLS))
       .map((name) => [name, methodOf(name, profile)!] as const)
       .filter(([, method]) => method in this.table)
-      .map(([name, method]) => ({ name, description: this.table[method].description, inputSchema: jsonSchema(this.table[method].params.schema) }));
+      .map(([name, method]) => {
+        const inputSchema = jsonSchema(this.table[method].params.schema);
+        if (profile) inputSchema.properties = { ...inputSchema.properties, view: VIEW };
+        return { name, description: this.table[method].description, inputSchema };
+      });
   }
 
   private server(subs: () => Subscriptions, profile: string | undefined): McpServer {
@@ -196,7 +223,10 @@ export class Mcp {
     mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
       const method = methodOf(req.params.name, profile);
       if (!method || !(method in this.table)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${req.params.name}`);
-      return this.call(method, principalOf(extra), req.params.arguments ?? {});
+      if (!profile) return this.call(method, principalOf(extra), req.params.arguments ?? {});
+      // a profile answers the compact view unless the call asks for the full one
+      const { view, ...args } = (isObject(req.params.arguments) ? req.params.arguments : {}) as Record<string, unknown>;
+      return this.call(method, principalOf(extra), args, view === 'full' ? undefined : compactView);
     });
     mcp.server.setRequestHandler(ListResourcesRequestSchema, (_req, extra) => ({ resources: this.resources.list(principalOf(extra)) }));
     mcp.server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: TEMPLATES }));
@@ -236,9 +266,10 @@ export class Mcp {
     }
   }
 
-  private async call(method: string, p: Principal, args: unknown): Promise<CallToolResult> {
+  private async call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
     try {
-      const result = await invoke(resolve(this.table, method, args)!, p);
+      const out = await invoke(resolve(this.table, method, args)!, p);
+      const result = view ? view(out) : out;
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
       if (clientError(e).hidden) this.log.error({ err: e, method }, 'mcp tool failed');

@@ -13,7 +13,7 @@ import { emitOk } from './support.js';
 
 const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
 /** bytes of each profile's tools/list `tools` as JSON, recorded in docs/surfaces.md (bounds, a little above the measure) */
-const MAX_BYTES: Record<string, number> = { core: 4300, tasks: 7100, memory: 9700, reservations: 5600, all: 14100 };
+const MAX_BYTES: Record<string, number> = { core: 5000, tasks: 8600, memory: 11300, reservations: 6700, all: 17100 };
 
 async function connect(url: string, key: string, profile?: string) {
   const client = new McpClient({ name: 'test', version: '1.0.0' });
@@ -66,6 +66,14 @@ describe.each(BACKENDS)('MCP tool profiles on %s', (backend) => {
     const r: any = await core.callTool({ name: 'svc_claim_next', arguments: {} });
     expect(r.isError).toBeFalsy();
     expect(r.structuredContent.signal).toMatchObject({ id: task.id, claimed_by: worker.id });
+    // compact by default: the first line of content; the whole signal on request
+    await emitOk(root, { signal_type: 'query', content: 'first line\nthe long rest', to_identity: worker.id, metadata: { big: 'x'.repeat(500) } });
+    const box: any = await core.callTool({ name: 'svc_check_inbox', arguments: { receipt_state: 'unread', type: 'query' } });
+    expect(box.structuredContent).toMatchObject({ count: 1, has_more: false });
+    expect(box.structuredContent.signals[0]).toMatchObject({ signal_type: 'query', from_identity: root.id, content: 'first line' });
+    expect(box.structuredContent.signals[0].metadata).toBeUndefined();
+    const full: any = await core.callTool({ name: 'svc_check_inbox', arguments: { receipt_state: 'unread', type: 'query', view: 'full' } });
+    expect(full.structuredContent.signals[0]).toMatchObject({ content: 'first line\nthe long rest', metadata: { big: 'x'.repeat(500) } });
     await expect(core.callTool({ name: 'svc_memory_store', arguments: { namespace: 'x', content: 'y' } })).rejects.toThrow(/Unknown tool/);
     await expect(connect(url, worker.key, 'everything')).rejects.toThrow(/tools must be one of/);
   });
