@@ -4,7 +4,7 @@
 // in the temp folder named by the sources' hash, so a hook run after every tool call starts from plain
 // JavaScript; without esbuild it falls back to loading the sources through tsx.
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -15,7 +15,12 @@ async function load() {
   try {
     const hash = createHash('sha256');
     for (const f of readdirSync(src).sort()) hash.update(f).update(readFileSync(join(src, f)));
-    const out = join(tmpdir(), `svc-cli-${userInfo().uid}-${hash.digest('hex').slice(0, 16)}.mjs`);
+    // a folder only this user can write: nobody else can plant the file this process will run
+    const dir = join(tmpdir(), `svc-cli-${userInfo().uid}`);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.uid !== userInfo().uid || (st.mode & 0o022) !== 0) throw new Error(`${dir} is not this user's own`);
+    const out = join(dir, `${hash.digest('hex').slice(0, 16)}.mjs`);
     if (!existsSync(out)) {
       const { buildSync } = await import('esbuild');
       const tmp = `${out}.${process.pid}.tmp`;
