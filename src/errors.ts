@@ -148,6 +148,8 @@ export const catalogue = {
   ORIGIN_NOT_ALLOWED: [403, 'Origin not allowed'],
   // a peer's ack or cancel meeting another outcome of the task (docs/federation.md, Conflicts): not in the interface
   FED_STATE_CONFLICT: [409, "The other organization's copy of this task has another outcome; the call was not applied"],
+  // the `svc` client's own: no answer from the service at all (refused, timed out); never sent by the service (docs/agents.md)
+  SERVICE_UNREACHABLE: [503, 'The service could not be reached'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 export type ErrorCode = keyof typeof catalogue;

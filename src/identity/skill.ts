@@ -4,10 +4,26 @@ import type { Invite } from './model.js';
 export function inviteSkill(invite: Invite, baseUrl: string): string {
   const ws = baseUrl.replace(/^http/, 'ws') + '/ws';
   const redeem = JSON.stringify({ code: invite.code, name: invite.name, type: invite.type });
+  const inviteUrl = `${baseUrl}/invite/${encodeURIComponent(invite.code)}`;
   return `# Join ${baseUrl} as ${invite.name}
 
 You are invited to this agent coordination service as **${invite.name}** (type \`${invite.type}\`${invite.is_admin ? ', admin' : ''}).
 ${invite.expires_at ? `The invite expires at ${invite.expires_at}.\n` : ''}
+## With the svc client (coding agents)
+
+\`svc\` is this service's command-line client (\`npx svc\` from a checkout of the service, or \`svc\` once
+its package is installed; Node 20). Join, then wire your agent's hooks and MCP client:
+
+\`\`\`sh
+npx svc join ${inviteUrl}
+npx svc hooks install --agent claude-code     # or: codex, gemini (add --project DIR for one project only)
+npx svc mcp-config --agent claude-code --tools core   # or: codex, cursor, vscode; add the entry it prints
+\`\`\`
+
+The key is kept in a user-only file (\`~/.config/svc/credentials.json\`); \`svc join … --print\` prints it
+instead. Then \`svc inbox --unread\`, \`svc claim-next\`, \`svc done <id>\`, \`svc send --to <id> <text>\`,
+and \`svc wait --timeout 600\` (returns when something new arrives for you). Anything else speaks HTTP:
+
 ## 1. Redeem the invite (once)
 
 \`\`\`sh

@@ -59,6 +59,30 @@ export const TOOLS: Record<string, string> = {
   svc_task_graph: 'tasks.graph',
 };
 
+/** Tools offered only in a profile (`?tools=`), over composite calls: not in the default list, which stays the interface's. */
+const PROFILE_TOOLS: Record<string, string> = {
+  svc_claim_next: 'workflow.next',
+  svc_my_tasks: 'tasks.mine',
+};
+
+const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
+
+/**
+ * Tool profiles (`/mcp?tools=<profile>` on the initialize request; the session keeps it): `core` fits a
+ * context window (at most 8 tools); the others add their part. No `?tools` lists TOOLS, as before.
+ */
+export const PROFILES: Record<string, string[]> = {
+  core: CORE,
+  tasks: [...CORE, 'svc_claim_task', 'svc_my_tasks', 'svc_search_signals', 'svc_batch_emit', 'svc_list_roles', 'svc_list_rings'],
+  memory: [...CORE, 'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate'],
+  reservations: [...CORE, 'svc_reserve_paths', 'svc_release_paths', 'svc_check_reservations'],
+  all: [...new Set([...Object.keys(TOOLS), ...Object.keys(PROFILE_TOOLS)])],
+};
+
+/** the method a tool name stands for, in a profile or the default list */
+const methodOf = (tool: string, profile: string | undefined): string | undefined =>
+  profile ? (PROFILES[profile].includes(tool) ? (TOOLS[tool] ?? PROFILE_TOOLS[tool]) : undefined) : Object.hasOwn(TOOLS, tool) ? TOOLS[tool] : undefined;
+
 /** Committed journal entries for one principal, as they happen; the push hub provides it (wired in src/app.ts). */
 export interface JournalWatch {
   /** `key`: the plain key the watch re-checks on every auth change; `onEnded` once it no longer authenticates */
@@ -96,6 +120,8 @@ export const MAX_SESSIONS_PER_IDENTITY = 10;
 interface Session {
   transport: WebStandardStreamableHTTPServerTransport;
   owner: string;
+  /** the tool profile named at initialize; undefined = TOOLS */
+  profile?: string;
   subs: Subscriptions;
 }
 
@@ -146,6 +172,29 @@ class Subscriptions {
   }
 }
 
+/** a profile's tools take `view`: the compact answer by default, the whole one on request */
+const VIEW = { type: 'string', enum: ['compact', 'full'], description: 'compact (default): ids, senders, first lines, counts' };
+
+const isSignal = (v: unknown): v is Record<string, any> => isObject(v) && typeof v.id === 'string' && typeof v.signal_type === 'string' && typeof v.content === 'string';
+const firstLine = (t: string) => {
+  const line = t.split('\n', 1)[0];
+  return line.length > 200 ? line.slice(0, 199) + '…' : line;
+};
+
+/** Signals anywhere in a result reduced to what identifies them and their first line; lists get a count. */
+export function compactView(v: unknown): unknown {
+  if (isSignal(v)) {
+    const keep = ['id', 'signal_type', 'from_identity', 'to_identity', 'to_role', 'to_ring', 'parent_id', 'urgency', 'delivery_state', 'task_status', 'claimed_by', 'claim_expires_at', 'claim_token', 'receipt_state', 'created_at'];
+    return { ...Object.fromEntries(keep.filter((k) => v[k] !== undefined && v[k] !== null).map((k) => [k, v[k]])), content: firstLine(v.content) };
+  }
+  if (Array.isArray(v)) return v.map(compactView);
+  if (!isObject(v)) return v;
+  const out: Record<string, unknown> = Object.fromEntries(Object.entries(v).map(([k, x]) => [k, compactView(x)]));
+  const list = Object.values(v).find(Array.isArray);
+  if (list && !('count' in v)) out.count = list.length;
+  return out;
+}
+
 const jsonSchema = (s: unknown) => JSON.parse(JSON.stringify(s)) as { type: 'object'; properties?: Record<string, object>; required?: string[] };
 
 export class Mcp {
@@ -159,19 +208,27 @@ export class Mcp {
     private version: string,
   ) {}
 
-  private tools() {
-    return Object.entries(TOOLS)
+  private tools(profile: string | undefined) {
+    return (profile ? PROFILES[profile] : Object.keys(TOOLS))
+      .map((name) => [name, methodOf(name, profile)!] as const)
       .filter(([, method]) => method in this.table)
-      .map(([name, method]) => ({ name, description: this.table[method].description, inputSchema: jsonSchema(this.table[method].params.schema) }));
+      .map(([name, method]) => {
+        const inputSchema = jsonSchema(this.table[method].params.schema);
+        if (profile) inputSchema.properties = { ...inputSchema.properties, view: VIEW };
+        return { name, description: this.table[method].description, inputSchema };
+      });
   }
 
-  private server(subs: () => Subscriptions): McpServer {
+  private server(subs: () => Subscriptions, profile: string | undefined): McpServer {
     const mcp = new McpServer({ name: 'agent-coordination-service', version: this.version }, { capabilities: { tools: {}, resources: { subscribe: true } } });
-    mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools() }));
+    mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools(profile) }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-      const method = Object.hasOwn(TOOLS, req.params.name) ? TOOLS[req.params.name] : undefined;
+      const method = methodOf(req.params.name, profile);
       if (!method || !(method in this.table)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${req.params.name}`);
-      return this.call(method, principalOf(extra), req.params.arguments ?? {});
+      if (!profile) return this.call(method, principalOf(extra), req.params.arguments ?? {});
+      // a profile answers the compact view unless the call asks for the full one
+      const { view, ...args } = (isObject(req.params.arguments) ? req.params.arguments : {}) as Record<string, unknown>;
+      return this.call(method, principalOf(extra), args, view === 'full' ? undefined : compactView);
     });
     mcp.server.setRequestHandler(ListResourcesRequestSchema, (_req, extra) => ({ resources: this.resources.list(principalOf(extra)) }));
     mcp.server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: TEMPLATES }));
@@ -211,9 +268,10 @@ export class Mcp {
     }
   }
 
-  private async call(method: string, p: Principal, args: unknown): Promise<CallToolResult> {
+  private async call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
     try {
-      const result = await invoke(resolve(this.table, method, args)!, p);
+      const out = await invoke(resolve(this.table, method, args)!, p);
+      const result = view ? view(out) : out;
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
       if (clientError(e).hidden) this.log.error({ err: e, method }, 'mcp tool failed');
@@ -238,10 +296,12 @@ export class Mcp {
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
     if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
+    const profile = typeof r.query?.tools === 'string' ? r.query.tools : undefined;
+    if (profile !== undefined && !Object.hasOwn(PROFILES, profile)) return rpcError(400, ErrorCode.InvalidParams, `Invalid params: tools must be one of ${Object.keys(PROFILES).join(', ')}`);
     const invalid = invalidParams(body);
     if (invalid) return new Response(JSON.stringify(invalid), { status: 200, headers: { 'content-type': 'application/json' } });
     if (!session) {
-      session = await this.open(r.principal.identity.id);
+      session = await this.open(r.principal.identity.id, profile);
     } else {
       // least recently used last
       this.sessions.delete(sid!);
@@ -285,7 +345,7 @@ export class Mcp {
     return new Response(changed ? JSON.stringify(cleaned) : text, { status: res.status, headers });
   }
 
-  private async open(owner: string): Promise<Session> {
+  private async open(owner: string, profile: string | undefined): Promise<Session> {
     let session!: Session;
     const transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
@@ -296,11 +356,11 @@ export class Mcp {
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
-    const server = this.server(() => session.subs);
+    const server = this.server(() => session.subs, profile);
     const subs = new Subscriptions(this.watch, (uri) => {
       server.server.sendResourceUpdated({ uri }).catch((err: unknown) => this.log.warn({ err, uri }, 'mcp resource update not sent'));
     }, this.log, () => void transport.close().catch(() => {}));
-    session = { transport, owner, subs };
+    session = { transport, owner, profile, subs };
     transport.onclose = () => {
       subs.close();
       if (transport.sessionId) this.sessions.delete(transport.sessionId);

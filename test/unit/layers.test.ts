@@ -25,6 +25,8 @@ const LAYERS: Record<string, number> = {
   http: 4, api: 4, realtime: 4, rpc: 4, mcp: 4, a2a: 4, openapi: 4,
   // composition
   app: 5, main: 5,
+  // the `svc` command-line client: speaks HTTP and WebSocket to a service, imports only the base
+  cli: 6,
 };
 /** transports that may not import each other (http is the shared front end below api and realtime) */
 const TRANSPORT_RULES: [string, string][] = [

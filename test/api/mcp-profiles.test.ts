@@ -1,0 +1,80 @@
+/**
+ * `/mcp?tools=<profile>` with the official MCP SDK client on both backends (docs/surfaces.md, Tool
+ * profiles): `core` is at most 8 tools, every other profile is core plus its part, the default list is
+ * unchanged, a tool outside the session's profile is unknown, an unknown profile is refused, and each
+ * profile's `tools/list` stays within the size recorded in docs/surfaces.md.
+ */
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bootstrap, join, type Member } from '../helpers/client.js';
+import { BACKENDS, serversOn } from '../helpers/server.js';
+import { emitOk } from './support.js';
+
+const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
+/** bytes of each profile's tools/list `tools` as JSON, recorded in docs/surfaces.md (bounds, a little above the measure) */
+const MAX_BYTES: Record<string, number> = { core: 5000, tasks: 8600, memory: 11300, reservations: 6700, all: 17100 };
+
+async function connect(url: string, key: string, profile?: string) {
+  const client = new McpClient({ name: 'test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp${profile ? `?tools=${profile}` : ''}`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+  return client;
+}
+
+describe.each(BACKENDS)('MCP tool profiles on %s', (backend) => {
+  const servers = serversOn(backend);
+  let url: string;
+  let root: Member;
+  let worker: Member;
+  const open: McpClient[] = [];
+  const listed: Record<string, { name: string }[]> = {};
+
+  beforeAll(async () => {
+    url = (await servers.start()).url;
+    root = await bootstrap(url);
+    worker = await join(root.client, 'worker');
+    for (const p of ['core', 'tasks', 'memory', 'reservations', 'all', '']) {
+      const c = await connect(url, worker.key, p || undefined);
+      open.push(c);
+      listed[p || 'default'] = (await c.listTools()).tools;
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(open.map((c) => c.close()));
+  });
+
+  it('core is at most 8 tools; each profile is core and its part; the default list is the interface\'s 21', () => {
+    const names = (p: string) => listed[p].map((t) => t.name);
+    expect(names('core')).toEqual(CORE);
+    expect(CORE.length).toBeLessThanOrEqual(8);
+    for (const p of ['tasks', 'memory', 'reservations', 'all']) expect(names(p)).toEqual(expect.arrayContaining(CORE));
+    expect(names('memory')).toContain('svc_memory_query');
+    expect(names('reservations')).toEqual([...CORE, 'svc_reserve_paths', 'svc_release_paths', 'svc_check_reservations']);
+    expect(names('tasks')).toContain('svc_claim_task');
+    expect(names('default')).toHaveLength(21);
+    expect(names('default')).not.toContain('svc_claim_next');
+    expect(names('all')).toEqual(expect.arrayContaining([...names('default'), 'svc_claim_next', 'svc_my_tasks']));
+  });
+
+  it('each profile\'s tools/list stays within its recorded size', () => {
+    for (const [p, max] of Object.entries(MAX_BYTES)) expect(JSON.stringify(listed[p]).length, p).toBeLessThanOrEqual(max);
+  });
+
+  it('core: claim next takes a task; a tool of another profile is unknown here; an unknown profile is refused', async () => {
+    const core = open[0];
+    const task = await emitOk(root, { signal_type: 'task', content: 'profile task', to_identity: worker.id });
+    const r: any = await core.callTool({ name: 'svc_claim_next', arguments: {} });
+    expect(r.isError).toBeFalsy();
+    expect(r.structuredContent.signal).toMatchObject({ id: task.id, claimed_by: worker.id });
+    // compact by default: the first line of content; the whole signal on request
+    await emitOk(root, { signal_type: 'query', content: 'first line\nthe long rest', to_identity: worker.id, metadata: { big: 'x'.repeat(500) } });
+    const box: any = await core.callTool({ name: 'svc_check_inbox', arguments: { receipt_state: 'unread', type: 'query' } });
+    expect(box.structuredContent).toMatchObject({ count: 1, has_more: false });
+    expect(box.structuredContent.signals[0]).toMatchObject({ signal_type: 'query', from_identity: root.id, content: 'first line' });
+    expect(box.structuredContent.signals[0].metadata).toBeUndefined();
+    const full: any = await core.callTool({ name: 'svc_check_inbox', arguments: { receipt_state: 'unread', type: 'query', view: 'full' } });
+    expect(full.structuredContent.signals[0]).toMatchObject({ content: 'first line\nthe long rest', metadata: { big: 'x'.repeat(500) } });
+    await expect(core.callTool({ name: 'svc_memory_store', arguments: { namespace: 'x', content: 'y' } })).rejects.toThrow(/Unknown tool/);
+    await expect(connect(url, worker.key, 'everything')).rejects.toThrow(/tools must be one of/);
+  });
+});
