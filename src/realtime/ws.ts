@@ -3,6 +3,7 @@
  * frames with a commit-ordered cursor; the client sends ops answered by `result` or `error` frames that
  * carry the REST envelopes and codes.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import { AppError, clientError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
@@ -340,6 +341,10 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           const after = q.has('after') ? parseCursor(q.get('after')) : undefined;
           if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
+          // Upgrade in a turn of its own: a continuation run in the microtask checkpoint of another uWS callback
+          // (another socket corked, its request being parsed) had the new socket closed at once, 1006 at the
+          // client right after its welcome frame (docs/reliability.md, flaky tests).
+          await nextTurn();
           if (aborted) return;
           res.cork(() => {
             // uWS writes headers on a 101 only after its status line is written first

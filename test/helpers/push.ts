@@ -350,7 +350,8 @@ export async function hold(httpUrl: string, key: string, label: string, types = 
 
 /** Both ended by the server: the socket with an error frame and the close code, the stream with its `closed` event, then refused on reconnect. */
 export async function expectHeldEnded(h: Held, code: number, error: string, ms = 5000): Promise<void> {
-  expect(await h.ws.closed()).toMatchObject({ code, reason: error });
+  const why = () => `${h.ws.label}: ${h.ws.clientError ? `client error ${h.ws.clientError.message}` : 'no client error'}; last frames ${JSON.stringify(h.ws.frames.slice(-2))}`;
+  expect(await h.ws.closed(), why()).toMatchObject({ code, reason: error });
   expect(h.ws.frames[h.ws.frames.length - 1]).toMatchObject({ type: 'error', error: { code: error } });
   let ev: SseEvent | undefined;
   await waitFor(() => (ev = h.sse.events.find((e) => e.type === 'closed')) !== undefined, ms, `${h.sse.label}: closed event`);
