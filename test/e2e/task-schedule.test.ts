@@ -3,7 +3,8 @@
  * deadline pass while the server is down: the restarted process fires each once (a third start never again),
  * told by the signal's transitions, the journal replayed from its start and a webhook receiver. On two
  * instances sharing one Redis: diamonds whose two sides complete at once, one side on each instance, release
- * each sink exactly once; schedule timers due at once fire once between the two.
+ * each sink exactly once; schedule timers due at once fire once between the two. A retry back-off that ends
+ * while the server is down makes its task claimable once after the restart.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
@@ -87,6 +88,49 @@ describe.each(BACKENDS)('not_before and deadline across a restart (%s)', (backen
     expect(await movesBy(admin3, later.id, 'NOT_BEFORE')).toHaveLength(1);
     expect(await movesBy(admin3, due.id, 'DEADLINE')).toHaveLength(1);
     expect(hooks(rx, due.id)).toHaveLength(1);
+  }, 240_000);
+});
+
+describe.each(BACKENDS)('a retry back-off across a restart (%s)', (backend) => {
+  const servers = serversOn(backend);
+  const running: ChildServer[] = [];
+  let rx: Receiver | undefined;
+  afterAll(async () => {
+    await Promise.all(running.map((s) => s.stop()));
+    await rx?.close();
+  });
+
+  it('the back-off ends while the server is down: the restarted process makes the task claimable once, a later start never again', async () => {
+    rx = await startReceiver();
+    const env = await servers.env(FAST);
+    const first = await spawnServer(env);
+    running.push(first);
+    const { root, worker } = await setUp(first.url, rx);
+    const boss = await join(root.client, 'retry-boss');
+    const t = await emitOk(boss, { signal_type: 'task', content: 'retried later', to_identity: worker.id, retry_backoff_ms: 6000 });
+    expectOk(await worker.client.post('/claim', { signal_id: t.id }));
+    const failed = expectOk(await worker.client.post('/ack', { signal_id: t.id, outcome: 'failed' }));
+    expect(failed.delivery_state).toBe('waiting');
+    expect(Date.parse(failed.retry_at) - Date.parse(failed.updated_at)).toBe(6000);
+    await first.stop();
+    running.splice(running.indexOf(first), 1);
+    expect(Date.now(), 'the first process stopped before retry_at').toBeLessThan(Date.parse(failed.retry_at));
+    await sleepUntil(Date.parse(failed.retry_at) + 500);
+
+    const second = await spawnServer(env);
+    running.push(second);
+    const admin = new Client(second.url, root.key);
+    const state = async (a: Client) => expectOk(await a.get(`/admin/actors/signal/${t.id}`)).state;
+    await waitFor('the back-off timer fired after the restart', () => state(admin), (s) => s === 'pending' || s === 'delivered', 20_000);
+    expect(await movesBy(admin, t.id, 'RETRY_DUE')).toHaveLength(1);
+    await second.stop();
+    running.splice(running.indexOf(second), 1);
+
+    const third = await spawnServer(env);
+    running.push(third);
+    const admin3 = new Client(third.url, root.key);
+    expect(await movesBy(admin3, t.id, 'RETRY_DUE')).toHaveLength(1);
+    expect(expectOk(await new Client(third.url, worker.key).post('/claim', { signal_id: t.id })).delivery_state).toBe('leased');
   }, 240_000);
 });
 
