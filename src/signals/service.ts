@@ -259,7 +259,8 @@ export class Signals {
         updated_at: t,
         ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
         ...scheduleTerms(body, deps),
-        ...this.retryTerms(body),
+        // a copy of a peer's task retries as its origin says (the origin fences its grants)
+        ...(extra.source_org ? {} : this.retryTerms(body)),
       };
       const rec: ActorRecord<SignalContext> = { value: initialState(context, Date.parse(t)), context };
       // the delivery to the peer is recorded in the signal's own commit: the outbox

@@ -144,7 +144,7 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
     await rx?.close();
   });
 
-  it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once fire once', async () => {
+  it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once (schedules, retry back-offs) fire once', async () => {
     rx = await startReceiver();
     const env = await servers.env(FAST);
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
@@ -158,6 +158,14 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
 
     const at = new Date(Date.now() + 8000).toISOString();
     const timed = await Promise.all(Array.from({ length: 5 }, (_, i) => task(i % 2 ? { not_before: at } : { deadline: at })));
+    // failed on one instance, claimed on the other: each back-off's timer is due on both
+    const backedOff: any[] = [];
+    for (let i = 0; i < 4; i++) {
+      const t = await task({ retry_backoff_ms: 3000 });
+      expectOk(await on(a.url, worker).post('/claim', { signal_id: t.id }));
+      backedOff.push(expectOk(await on(b.url, worker).post('/ack', { signal_id: t.id, outcome: 'failed' })));
+    }
+    expect(backedOff.map((t) => t.delivery_state)).toEqual(['waiting', 'waiting', 'waiting', 'waiting']);
     const sinks: string[] = [];
     for (let i = 0; i < 10; i++) {
       const top = await task();
@@ -187,6 +195,13 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
         expect(expiredFrames(after, t.id), t.id).toHaveLength(1);
         expect(hooks(rx, t.id), t.id).toHaveLength(1);
       }
+    }
+    for (const t of backedOff)
+      await waitFor(`${t.id} back from its back-off`, async () => expectOk(await admin.get(`/admin/actors/signal/${t.id}`)).state, (s) => s === 'pending' || s === 'delivered', 30_000);
+    const pushed = await journal(a.url, boss, on(a.url, root));
+    for (const t of backedOff) {
+      expect(await movesBy(admin, t.id, 'RETRY_DUE'), t.id).toHaveLength(1);
+      expect(pushed.filter((f: any) => f.type === 'signal.updated' && f.signal.id === t.id && f.signal.delivery_state === 'pending' && f.signal.retry_at === t.retry_at), t.id).toHaveLength(1);
     }
   }, 240_000);
 });
