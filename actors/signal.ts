@@ -98,6 +98,11 @@ export interface SignalContext {
   deadline?: string | null;
   /** why the signal is in dead_letter: `max_attempts`, or `deadline` (task_status `expired`) */
   dead_letter_reason?: string | null;
+  /** back-off after a failed attempt: `retry_backoff_ms × 2^(attempt-1)`, at most `retry_backoff_max_ms` (absent: 0, immediate) */
+  retry_backoff_ms?: number;
+  retry_backoff_max_ms?: number;
+  /** when the latest failed attempt's back-off ends: the task waits until then */
+  retry_at?: string | null;
 }
 
 export type SignalEvent =
@@ -118,6 +123,10 @@ export type SignalEvent =
   | { type: 'NOT_BEFORE'; now: number }
   /** the durable timer at deadline */
   | { type: 'DEADLINE'; now: number }
+  /** the durable timer at retry_at: a failed attempt's back-off is over */
+  | { type: 'RETRY_DUE'; now: number }
+  /** a dead-lettered task brought back by its emitter or an admin (who may is the service's rule) */
+  | { type: 'RETRY'; now: number }
   | { type: 'FED_DELIVERED'; now: number; remote_id: string }
   | { type: 'FED_FAILED'; now: number; error: string }
   | { type: 'FED_CONFLICT'; now: number; conflict: Omit<FederationConflict, 'at'> };
@@ -153,7 +162,7 @@ const ackDue = { guard: 'ackDue' as const, actions: 'noteOverdue' as const };
  */
 const refuseWaiting = {
   type: 'refuse' as const,
-  params: Object.assign(({ context }: { context: SignalContext }) => ({ code: 'SIGNAL_CLAIM_INVALID_STATUS', details: { reason: 'waiting', blocked_by: context.blocked_by ?? [], not_before: context.not_before ?? null } }), { code: 'SIGNAL_CLAIM_INVALID_STATUS' }),
+  params: Object.assign(({ context }: { context: SignalContext }) => ({ code: 'SIGNAL_CLAIM_INVALID_STATUS', details: { reason: 'waiting', blocked_by: context.blocked_by ?? [], not_before: context.not_before ?? null, retry_at: context.retry_at ?? null } }), { code: 'SIGNAL_CLAIM_INVALID_STATUS' }),
 };
 const refuseBlocked = {
   type: 'refuse' as const,
@@ -217,6 +226,12 @@ export const signalMachine = setup({
       const e = event as Extract<SignalEvent, { type: 'FED_CONFLICT' }>;
       return { federation: { ...context.federation!, conflict: { ...e.conflict, at: iso(e.now) } }, updated_at: iso(e.now) };
     }),
+    // measured from when the attempt failed: the ack, or the lease's end however late its timer fired
+    backOff: assign(({ context, event }) => {
+      const failedAt = context.claim_expires_at ? Math.min(event.now, Date.parse(context.claim_expires_at)) : event.now;
+      return { retry_at: iso(failedAt + backoffMs(context, context.delivery_count + 1)) };
+    }),
+    revive: assign({ delivery_count: 0, dead_letter_reason: null, retry_at: null, updated_at: ({ event }) => iso(event.now) }),
     release: assign(({ context, event }) => ({
       claimed_by: null,
       claimed_at: null,
@@ -240,10 +255,12 @@ export const signalMachine = setup({
     outbound: ({ context }) => context.federation?.direction === 'outbound',
     federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
+    backsOff: ({ context }) => context.delivery_count + 1 < context.max_attempts && backoffMs(context, context.delivery_count + 1) > 0,
+    expired: ({ context }) => context.task_status === 'expired',
     awaited: ({ context, event }) => 'dependency_id' in event && (context.blocked_by ?? []).includes(event.dependency_id),
     lastDependency: ({ context, event }) =>
       event.type === 'DEPENDENCY_COMPLETED' && (context.blocked_by ?? []).every((d) => d === event.dependency_id) && (context.blocked_by ?? []).includes(event.dependency_id) && notBeforePassed(context, event.now),
-    ready: ({ context, event }) => !(context.blocked_by ?? []).length && notBeforePassed(context, event.now),
+    ready: ({ context, event }) => !(context.blocked_by ?? []).length && notBeforePassed(context, event.now) && (!context.retry_at || Date.parse(context.retry_at) <= event.now),
     deadlinePassed: ({ context, event }) => typeof context.deadline === 'string' && Date.parse(context.deadline) <= event.now,
     ackDue: ({ context, event }) =>
       event.type === 'ACK_DUE' && Array.isArray(event.overdue) && ackCheckPending(context) && Date.parse(context.ack_due_at!) <= event.now,
@@ -257,6 +274,7 @@ export const signalMachine = setup({
     FED_DELIVERED: { guard: 'outbound', actions: 'federated' },
     FED_FAILED: { guard: 'federatedSignal', actions: 'federationFailed' },
     FED_CONFLICT: { guard: 'federatedSignal', actions: 'federationConflict' },
+    RETRY: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
   },
   states: {
     pending: {
@@ -278,6 +296,7 @@ export const signalMachine = setup({
         ],
         DEPENDENCY_FAILED: { guard: 'awaited', target: 'blocked', actions: 'block' },
         NOT_BEFORE: { guard: 'ready', target: 'pending', actions: 'stamp' },
+        RETRY_DUE: { guard: 'ready', target: 'pending', actions: 'stamp' },
         CLAIM: [staleClaim, { actions: refuseWaiting }],
         ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
         CANCEL: { target: 'acked', actions: 'cancel' },
@@ -326,9 +345,10 @@ export const signalMachine = setup({
         ACK_DUE: ackDue,
       },
     },
-    // Transient: a failed attempt goes back to pending, or to dead_letter once attempts run out.
+    // Transient: a failed attempt waits out its back-off, goes back to pending, or to dead_letter once attempts run out.
     released: {
       always: [
+        { guard: 'backsOff', target: 'waiting', actions: ['backOff', 'release'] },
         { guard: 'attemptsLeft', target: 'pending', actions: 'release' },
         { target: 'dead_letter', actions: ['release', 'exhaust'] },
       ],
@@ -350,11 +370,23 @@ export const signalMachine = setup({
         ACK: [lateCompletion, { actions: refuse('SIGNAL_DEAD_LETTER') }],
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        // a task its deadline ended stays ended: its deadline would end it again at once
+        RETRY: [
+          { guard: 'expired', actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+          { target: 'pending', actions: 'revive' },
+        ],
         ACK_DUE: ackDue,
       },
     },
   },
 });
+
+/** The back-off before the next attempt after failed attempt `attempt` (1-based): doubling, capped. */
+export function backoffMs(c: Pick<SignalContext, 'retry_backoff_ms' | 'retry_backoff_max_ms'>, attempt: number): number {
+  const base = c.retry_backoff_ms ?? 0;
+  if (base <= 0) return 0;
+  return Math.min(base * 2 ** (attempt - 1), c.retry_backoff_max_ms ?? Infinity);
+}
 
 const notBeforePassed = (c: SignalContext, now: number) => !c.not_before || Date.parse(c.not_before) <= now;
 
@@ -366,13 +398,14 @@ export const ackCheckPending = (c: SignalContext) => c.ack_required === true && 
 
 /**
  * The durable timers a persisted signal implies: a leased task expires at the end of its lease; a waiting
- * task with no dependency left becomes claimable at not_before; an unfinished task with a deadline expires
+ * task with no dependency left becomes claimable at not_before, or a retried one at the end of its back-off; an unfinished task with a deadline expires
  * then; an acknowledgement due time not yet checked is checked when it comes.
  */
 export function signalTimers(value: string, context: SignalContext): { event: SignalEvent['type']; at: number }[] {
   const out: { event: SignalEvent['type']; at: number }[] = [];
   if (value === 'leased' && context.claim_expires_at) out.push({ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) });
-  if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
+  if (value === 'waiting' && context.retry_at) out.push({ event: 'RETRY_DUE', at: Date.parse(context.retry_at) });
+  else if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
   if (UNFINISHED.has(value) && context.deadline) out.push({ event: 'DEADLINE', at: Date.parse(context.deadline) });
   if (ackCheckPending(context)) out.push({ event: 'ACK_DUE', at: Date.parse(context.ack_due_at!) });
   return out;

@@ -21,6 +21,10 @@ export interface Config {
   dbQueryTimeoutMs: number;
   taskLeaseMs: number;
   maxDeliveryAttempts: number;
+  /** a task's back-off after its first failed attempt, doubling with each (0: retried at once) */
+  taskRetryBackoffMs: number;
+  /** the longest back-off a task waits */
+  taskRetryBackoffMaxMs: number;
   logLevel: string;
   bodyLimitBytes: number;
   timerPollMs: number;
@@ -189,6 +193,8 @@ export function redisTarget(c: Pick<Config, 'redisUrl' | 'redisClusterNodes'>): 
   return c.redisUrl ? { url: c.redisUrl } : undefined;
 }
 
+/** the longest back-off a task's retry may be given (one day), by config or per task */
+export const RETRY_BACKOFF_LIMIT_MS = 86_400_000;
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 export function readConfig(env: Env = process.env): Readonly<Config> {
@@ -241,6 +247,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     dbQueryTimeoutMs: int(env, 'DB_QUERY_TIMEOUT_MS', 5000, 1, 600_000),
     taskLeaseMs: int(env, 'TASK_LEASE_MS', 300_000, 1),
     maxDeliveryAttempts: int(env, 'MAX_DELIVERY_ATTEMPTS', 5, 1, 1000),
+    taskRetryBackoffMs: int(env, 'TASK_RETRY_BACKOFF_MS', 0, 0, RETRY_BACKOFF_LIMIT_MS),
+    taskRetryBackoffMaxMs: int(env, 'TASK_RETRY_BACKOFF_MAX_MS', 3_600_000, 0, RETRY_BACKOFF_LIMIT_MS),
     logLevel,
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1),
     timerPollMs: int(env, 'TIMER_POLL_MS', 100, 5, 60_000),
@@ -314,6 +322,8 @@ const SETTINGS: Setting[] = [
   { name: 'DB_QUERY_TIMEOUT_MS', value: (c) => c.dbQueryTimeoutMs },
   { name: 'TASK_LEASE_MS', value: (c) => c.taskLeaseMs },
   { name: 'MAX_DELIVERY_ATTEMPTS', value: (c) => c.maxDeliveryAttempts },
+  { name: 'TASK_RETRY_BACKOFF_MS', value: (c) => c.taskRetryBackoffMs },
+  { name: 'TASK_RETRY_BACKOFF_MAX_MS', value: (c) => c.taskRetryBackoffMaxMs },
   { name: 'LOG_LEVEL', value: (c) => c.logLevel },
   { name: 'BODY_LIMIT_BYTES', value: (c) => c.bodyLimitBytes },
   { name: 'TIMER_POLL_MS', value: (c) => c.timerPollMs },

@@ -135,8 +135,10 @@ export function signalView(r: ActorRecord<SignalContext>) {
   v.not_before = c.not_before ?? null;
   v.deadline = c.deadline ?? null;
   v.dead_letter_reason = c.dead_letter_reason ?? null;
+  v.retry_backoff_ms = c.retry_backoff_ms ?? 0;
+  v.retry_at = c.retry_at ?? null;
   v.delivery_state = r.value;
-  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason'>>;
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason' | 'retry_backoff_ms' | 'retry_at'>>;
 }
 export type Signal = ReturnType<typeof signalView>;
 

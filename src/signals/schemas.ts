@@ -3,6 +3,7 @@ import Type from 'typebox';
 import { compile } from '../validation.js';
 import { ROUTING_POLICIES } from './routing.js';
 import { PRIORITY_MAX } from './kind.js';
+import { RETRY_BACKOFF_LIMIT_MS } from '../config.js';
 
 const Str = Type.String();
 /** bounds of `ack_due_in_s`: one second to 30 days */
@@ -11,6 +12,8 @@ export const ACK_DUE_MAX_S = 30 * 86_400;
 const NonEmpty = Type.String({ minLength: 1 });
 /** dependencies one task may name */
 export const DEPENDS_ON_MAX = 100;
+/** the most failed attempts a task may be given (MAX_DELIVERY_ATTEMPTS's own bound) */
+export const MAX_ATTEMPTS_LIMIT = 1000;
 
 export const EmitBody = compile(
   Type.Object({
@@ -39,6 +42,11 @@ export const EmitBody = compile(
     priority: Type.Optional(Type.Integer({ minimum: -PRIORITY_MAX, maximum: PRIORITY_MAX })),
     not_before: Type.Optional(Type.String({ format: 'date-time' })),
     deadline: Type.Optional(Type.String({ format: 'date-time' })),
+    /** back-off after a failed attempt, doubling, capped (docs/signals.md, Retries); default TASK_RETRY_BACKOFF_MS / _MAX_MS */
+    retry_backoff_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: RETRY_BACKOFF_LIMIT_MS })),
+    retry_backoff_max_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: RETRY_BACKOFF_LIMIT_MS })),
+    /** failed attempts before dead_letter; default MAX_DELIVERY_ATTEMPTS */
+    max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ATTEMPTS_LIMIT })),
     /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
     idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   }),

@@ -18,6 +18,7 @@ import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Recei
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
+import { auditOps } from '../audit/audit.js';
 import { planDependencies, taskGraph, type DependencyPlan } from './dependencies.js';
 
 export const CANONICAL_TYPES = ['pulse', 'sense', 'task', 'query', 'alert', 'artifact', 'proposal', 'shift'];
@@ -50,12 +51,16 @@ export interface EmitBody {
   not_before?: string;
   /** date-time: an unfinished task ends then as `expired` */
   deadline?: string;
+  /** back-off after a failed attempt (×2 each further one, capped by retry_backoff_max_ms) and failed attempts before dead_letter */
+  retry_backoff_ms?: number;
+  retry_backoff_max_ms?: number;
+  max_attempts?: number;
   /** a retry with this key (per identity, IDEMPOTENCY_TTL_MS) answers the first signal instead of a second one */
   idempotency_key?: string;
 }
 
 /** The emit fields only a task signal takes (and none sent to a peer: its schedule would be ours, its copy the peer's). */
-const TASK_ONLY = ['depends_on', 'not_before', 'deadline'] as const;
+const TASK_ONLY = ['depends_on', 'not_before', 'deadline', 'retry_backoff_ms', 'retry_backoff_max_ms', 'max_attempts'] as const;
 
 /** the key space of an emit's `idempotency_key` in the one idempotency store (the header's is its own) */
 const EMIT_SCOPE = 'emit';
@@ -100,7 +105,7 @@ export class Signals {
   constructor(
     private rt: Runtime,
     private org: Org,
-    private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes'>,
+    private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes' | 'taskRetryBackoffMs' | 'taskRetryBackoffMaxMs'>,
     private resources: ResourceCheck,
     private federation: FederationLink,
     private idempotency: IdempotencyRecords,
@@ -167,6 +172,8 @@ export class Signals {
     }
     for (const field of ['not_before', 'deadline'] as const)
       if (body[field] !== undefined && !Number.isFinite(Date.parse(body[field]!))) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not a time this service can hold`, { field });
+    if (body.retry_backoff_ms !== undefined && body.retry_backoff_max_ms !== undefined && body.retry_backoff_max_ms < body.retry_backoff_ms)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'retry_backoff_max_ms must be at least retry_backoff_ms', { field: 'retry_backoff_max_ms' });
     if (body.deadline === undefined) return;
     const deadline = Date.parse(body.deadline);
     if (deadline <= now()) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'deadline must be in the future', { field: 'deadline' });
@@ -183,7 +190,7 @@ export class Signals {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
-    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined };
+    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
     return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge));
@@ -245,13 +252,15 @@ export class Signals {
         claim_expires_at: null,
         protocol_version: 'svc/1.0',
         delivery_count: 0,
-        max_attempts: this.config.maxDeliveryAttempts,
+        max_attempts: body.max_attempts ?? this.config.maxDeliveryAttempts,
         source_org: extra.source_org,
         federation: extra.federation,
         created_at: t,
         updated_at: t,
         ...(recipients ? this.ackTerms(recipients, body.ack_due_in_s, Date.parse(t)) : {}),
         ...scheduleTerms(body, deps),
+        // a copy of a peer's task retries as its origin says (the origin fences its grants)
+        ...(extra.source_org ? {} : this.retryTerms(body)),
       };
       const rec: ActorRecord<SignalContext> = { value: initialState(context, Date.parse(t)), context };
       // the delivery to the peer is recorded in the signal's own commit: the outbox
@@ -384,6 +393,25 @@ export class Signals {
     const r = await this.load(signalId);
     assertInScope(p.key, r.context);
     return { task: signalView(r), ...(await taskGraph(this.rt, p, r)) };
+  }
+
+  /** A task's back-off terms: written only when it backs off, so a task retried at once is stored as before. */
+  private retryTerms(body: EmitBody): Partial<SignalContext> {
+    if (body.signal_type !== 'task') return {};
+    const base = body.retry_backoff_ms ?? this.config.taskRetryBackoffMs;
+    return base > 0 ? { retry_backoff_ms: base, retry_backoff_max_ms: body.retry_backoff_max_ms ?? this.config.taskRetryBackoffMaxMs } : {};
+  }
+
+  /** Brings a dead-lettered task back to pending with its attempts reset; only its sender or an admin may. Audited. */
+  async retry(p: Principal, signalId: string): Promise<Signal> {
+    this.requireMember(p);
+    const cur = await this.load(signalId);
+    assertInScope(p.key, cur.context);
+    if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may retry it');
+    const details = { previous_reason: cur.context.dead_letter_reason ?? null, delivery_count: cur.context.delivery_count, by_admin: cur.context.from_identity !== p.identity.id };
+    const extra = () => auditOps({ actor: p.identity.id, action: 'task.retry', target: signalId, requestId: p.requestId, details });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RETRY' }, { extra });
+    return signalView(c!.record);
   }
 
   /** Ends an open task; only its sender or an admin may. */

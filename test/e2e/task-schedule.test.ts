@@ -3,7 +3,8 @@
  * deadline pass while the server is down: the restarted process fires each once (a third start never again),
  * told by the signal's transitions, the journal replayed from its start and a webhook receiver. On two
  * instances sharing one Redis: diamonds whose two sides complete at once, one side on each instance, release
- * each sink exactly once; schedule timers due at once fire once between the two.
+ * each sink exactly once; schedule timers due at once fire once between the two. A retry back-off that ends
+ * while the server is down makes its task claimable once after the restart.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
@@ -90,6 +91,49 @@ describe.each(BACKENDS)('not_before and deadline across a restart (%s)', (backen
   }, 240_000);
 });
 
+describe.each(BACKENDS)('a retry back-off across a restart (%s)', (backend) => {
+  const servers = serversOn(backend);
+  const running: ChildServer[] = [];
+  let rx: Receiver | undefined;
+  afterAll(async () => {
+    await Promise.all(running.map((s) => s.stop()));
+    await rx?.close();
+  });
+
+  it('the back-off ends while the server is down: the restarted process makes the task claimable once, a later start never again', async () => {
+    rx = await startReceiver();
+    const env = await servers.env(FAST);
+    const first = await spawnServer(env);
+    running.push(first);
+    const { root, worker } = await setUp(first.url, rx);
+    const boss = await join(root.client, 'retry-boss');
+    const t = await emitOk(boss, { signal_type: 'task', content: 'retried later', to_identity: worker.id, retry_backoff_ms: 6000 });
+    expectOk(await worker.client.post('/claim', { signal_id: t.id }));
+    const failed = expectOk(await worker.client.post('/ack', { signal_id: t.id, outcome: 'failed' }));
+    expect(failed.delivery_state).toBe('waiting');
+    expect(Date.parse(failed.retry_at) - Date.parse(failed.updated_at)).toBe(6000);
+    await first.stop();
+    running.splice(running.indexOf(first), 1);
+    expect(Date.now(), 'the first process stopped before retry_at').toBeLessThan(Date.parse(failed.retry_at));
+    await sleepUntil(Date.parse(failed.retry_at) + 500);
+
+    const second = await spawnServer(env);
+    running.push(second);
+    const admin = new Client(second.url, root.key);
+    const state = async (a: Client) => expectOk(await a.get(`/admin/actors/signal/${t.id}`)).state;
+    await waitFor('the back-off timer fired after the restart', () => state(admin), (s) => s === 'pending' || s === 'delivered', 20_000);
+    expect(await movesBy(admin, t.id, 'RETRY_DUE')).toHaveLength(1);
+    await second.stop();
+    running.splice(running.indexOf(second), 1);
+
+    const third = await spawnServer(env);
+    running.push(third);
+    const admin3 = new Client(third.url, root.key);
+    expect(await movesBy(admin3, t.id, 'RETRY_DUE')).toHaveLength(1);
+    expect(expectOk(await new Client(third.url, worker.key).post('/claim', { signal_id: t.id })).delivery_state).toBe('leased');
+  }, 240_000);
+});
+
 describe('dependencies and schedules on two instances sharing one Redis', () => {
   const servers = serversOn('redis');
   let a: ChildServer | undefined;
@@ -100,7 +144,7 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
     await rx?.close();
   });
 
-  it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once fire once', async () => {
+  it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once (schedules, retry back-offs) fire once', async () => {
     rx = await startReceiver();
     const env = await servers.env(FAST);
     [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
@@ -114,6 +158,14 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
 
     const at = new Date(Date.now() + 8000).toISOString();
     const timed = await Promise.all(Array.from({ length: 5 }, (_, i) => task(i % 2 ? { not_before: at } : { deadline: at })));
+    // failed on one instance, claimed on the other: each back-off's timer is due on both
+    const backedOff: any[] = [];
+    for (let i = 0; i < 4; i++) {
+      const t = await task({ retry_backoff_ms: 3000 });
+      expectOk(await on(a.url, worker).post('/claim', { signal_id: t.id }));
+      backedOff.push(expectOk(await on(b.url, worker).post('/ack', { signal_id: t.id, outcome: 'failed' })));
+    }
+    expect(backedOff.map((t) => t.delivery_state)).toEqual(['waiting', 'waiting', 'waiting', 'waiting']);
     const sinks: string[] = [];
     for (let i = 0; i < 10; i++) {
       const top = await task();
@@ -143,6 +195,13 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
         expect(expiredFrames(after, t.id), t.id).toHaveLength(1);
         expect(hooks(rx, t.id), t.id).toHaveLength(1);
       }
+    }
+    for (const t of backedOff)
+      await waitFor(`${t.id} back from its back-off`, async () => expectOk(await admin.get(`/admin/actors/signal/${t.id}`)).state, (s) => s === 'pending' || s === 'delivered', 30_000);
+    const pushed = await journal(a.url, boss, on(a.url, root));
+    for (const t of backedOff) {
+      expect(await movesBy(admin, t.id, 'RETRY_DUE'), t.id).toHaveLength(1);
+      expect(pushed.filter((f: any) => f.type === 'signal.updated' && f.signal.id === t.id && f.signal.delivery_state === 'pending' && f.signal.retry_at === t.retry_at), t.id).toHaveLength(1);
     }
   }, 240_000);
 });
