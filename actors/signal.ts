@@ -83,13 +83,26 @@ export interface SignalContext {
   deadline?: string | null;
   /** why the signal is in dead_letter: `max_attempts`, or `deadline` (task_status `expired`) */
   dead_letter_reason?: string | null;
+  /** a lease also ends this long after the holder's last heartbeat (or its claim), when given at emit */
+  heartbeat_timeout_ms?: number | null;
+  /** the holder's last heartbeat, with the progress (0..1) and note it reported */
+  heartbeat_at?: string | null;
+  progress?: number | null;
+  progress_note?: string | null;
+  /** what the completing ack reported: free JSON and the artifacts and workspace items it produced */
+  result?: unknown;
+  result_resources?: unknown[];
 }
 
 export type SignalEvent =
   | { type: 'DELIVER'; now: number }
   /** `claim_token`, when given, must be the current grant's: a renewal by the holder */
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number; claim_token?: number }
-  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number }
+  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number; result?: unknown; resources?: unknown[] }
+  /** the holder proves it is alive: extends its lease and records progress */
+  | { type: 'HEARTBEAT'; now: number; identity: string; lease_ms: number; claim_token?: number; progress?: number; note?: string }
+  /** the durable timer at the last heartbeat (or claim) + heartbeat_timeout_ms */
+  | { type: 'HEARTBEAT_TIMEOUT'; now: number }
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
@@ -153,6 +166,9 @@ const ackUnleased = [
   { target: 'acked', actions: 'stamp' as const },
 ];
 
+/** A heartbeat with no lease to extend: an older grant's token is stale; otherwise the caller holds nothing. */
+const heartbeatUnleased = [staleClaim, { guard: 'isTask' as const, actions: refuse('SIGNAL_ACK_UNAUTHORIZED', { reason: 'not_claimed' }) }, { actions: refuse('SIGNAL_CLAIM_NOT_TASK') }];
+
 export const signalMachine = setup({
   types: { context: {} as SignalContext, events: {} as SignalEvent },
   actions: {
@@ -167,6 +183,20 @@ export const signalMachine = setup({
       return { claim_expires_at: iso(e.now + e.lease_ms), updated_at: iso(e.now) };
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
+    keepResult: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'ACK' }>;
+      return e.result === undefined && e.resources === undefined ? {} : { result: e.result ?? null, result_resources: e.resources ?? [] };
+    }),
+    beat: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'HEARTBEAT' }>;
+      return {
+        claim_expires_at: iso(e.now + e.lease_ms),
+        heartbeat_at: iso(e.now),
+        progress: e.progress ?? context.progress ?? null,
+        progress_note: e.note ?? context.progress_note ?? null,
+        updated_at: iso(e.now),
+      };
+    }),
     cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
     noteOverdue: assign(({ event }) => {
       const e = event as Extract<SignalEvent, { type: 'ACK_DUE' }>;
@@ -202,13 +232,14 @@ export const signalMachine = setup({
     notTask: ({ context }) => context.signal_type !== 'task',
     isTask: ({ context }) => context.signal_type === 'task',
     staleClaim: ({ context, event }) =>
-      context.signal_type === 'task' && (event.type === 'CLAIM' || event.type === 'ACK') && event.claim_token !== undefined && event.claim_token !== (context.claim_token ?? 0),
+      context.signal_type === 'task' && (event.type === 'CLAIM' || event.type === 'ACK' || event.type === 'HEARTBEAT') && event.claim_token !== undefined && event.claim_token !== (context.claim_token ?? 0),
     notOpen: ({ context }) => context.task_status !== 'open',
     byClaimer: ({ context, event }) => context.claimed_by === identityOf(event),
     notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
-    leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
+    leaseOver: ({ context, event }) => (context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now) || heartbeatDue(context) <= event.now,
+    heartbeatRunning: ({ context, event }) => heartbeatDue(context) > event.now,
     outbound: ({ context }) => context.federation?.direction === 'outbound',
     federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
@@ -238,6 +269,7 @@ export const signalMachine = setup({
         CANCEL: cancelOpen,
         DEADLINE: expire,
         ACK_DUE: ackDue,
+        HEARTBEAT: heartbeatUnleased,
       },
     },
     // A task whose dependencies are not all completed, or whose not_before is ahead: not claimable, not offered.
@@ -273,6 +305,7 @@ export const signalMachine = setup({
         CANCEL: cancelOpen,
         DEADLINE: expire,
         ACK_DUE: ackDue,
+        HEARTBEAT: heartbeatUnleased,
       },
     },
     leased: {
@@ -289,8 +322,15 @@ export const signalMachine = setup({
           staleClaim,
           { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
           { guard: { type: 'failedOutcome' }, target: 'released' },
-          { target: 'acked', actions: 'complete' },
+          { target: 'acked', actions: ['complete', 'keepResult'] },
         ],
+        HEARTBEAT: [
+          { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
+          staleClaim,
+          { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
+          { target: 'leased', reenter: true, actions: 'beat' },
+        ],
+        HEARTBEAT_TIMEOUT: [{ guard: 'heartbeatRunning' }, { target: 'released' }],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
         CANCEL: { target: 'acked', actions: 'cancel' },
         DEADLINE: expire,
@@ -307,6 +347,7 @@ export const signalMachine = setup({
     acked: {
       on: {
         ACK: [staleClaim, { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') }],
+        HEARTBEAT: heartbeatUnleased,
         CLAIM: [
           staleClaim,
           { guard: 'notTask', actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
@@ -320,12 +361,20 @@ export const signalMachine = setup({
       on: {
         ACK: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        HEARTBEAT: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
         ACK_DUE: ackDue,
       },
     },
   },
 });
+
+/** When a lease with a heartbeat timeout ends for want of heartbeats: the last one (or the claim) plus the timeout. */
+export const heartbeatDue = (c: SignalContext): number => {
+  if (!c.heartbeat_timeout_ms || !c.claimed_at) return Infinity;
+  const last = Math.max(Date.parse(c.claimed_at), c.heartbeat_at ? Date.parse(c.heartbeat_at) : 0);
+  return last + c.heartbeat_timeout_ms;
+};
 
 const notBeforePassed = (c: SignalContext, now: number) => !c.not_before || Date.parse(c.not_before) <= now;
 
@@ -343,6 +392,7 @@ export const ackCheckPending = (c: SignalContext) => c.ack_required === true && 
 export function signalTimers(value: string, context: SignalContext): { event: SignalEvent['type']; at: number }[] {
   const out: { event: SignalEvent['type']; at: number }[] = [];
   if (value === 'leased' && context.claim_expires_at) out.push({ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) });
+  if (value === 'leased' && heartbeatDue(context) < Date.parse(context.claim_expires_at ?? '')) out.push({ event: 'HEARTBEAT_TIMEOUT', at: heartbeatDue(context) });
   if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
   if (UNFINISHED.has(value) && context.deadline) out.push({ event: 'DEADLINE', at: Date.parse(context.deadline) });
   if (ackCheckPending(context)) out.push({ event: 'ACK_DUE', at: Date.parse(context.ack_due_at!) });
