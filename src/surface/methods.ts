@@ -46,6 +46,9 @@ export const NextParams = obj({
   release_claim: Type.Optional(NonEmpty),
   /** the claim_token of the claim complete_claim or release_claim ends */
   claim_token: ClaimToken,
+  /** what the task complete_claim completes produced (docs/signals.md, Results) */
+  result: Type.Optional(Type.Unknown()),
+  resources: Type.Optional(Type.Array(Type.Unknown())),
 });
 export const HandoffParams = obj({
   to_role: Type.Optional(NonEmpty),

@@ -169,4 +169,12 @@ describe.each(BACKENDS)('task heartbeats and results on %s', (backend) => {
     const rpc = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'signals.ack', params: { signal_id: t.id, result: 'done' } });
     expect(rpc.body.result).toMatchObject({ task_status: 'completed', result: 'done', result_resources: [] });
   });
+
+  it('workflow.next completes its complete_claim with a result', async () => {
+    const t = await task();
+    const first = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'workflow.next', params: { task_types: [t.payload.task_type] } });
+    expect(first.body.result.signal).toMatchObject({ id: t.id, claim_token: 1 });
+    const res = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 2, method: 'workflow.next', params: { task_types: ['none-left'], complete_claim: t.id, claim_token: 1, result: { answer: 42 } } });
+    expect(res.body.result.claim).toMatchObject({ id: t.id, task_status: 'completed', result: { answer: 42 } });
+  });
 });

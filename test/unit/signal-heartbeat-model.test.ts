@@ -32,7 +32,7 @@ class Model {
   claim(lease: number) {
     if (this.state === 'leased' && this.over()) {
       this.release();
-      if (this.state === 'dead') {
+      if ((this.state as Model['state']) === 'dead') {
         // the claim is refused, so its release is not committed either
         this.attempts--;
         this.state = 'leased';
