@@ -103,6 +103,15 @@ export interface SignalContext {
   retry_backoff_max_ms?: number;
   /** when the latest failed attempt's back-off ends: the task waits until then */
   retry_at?: string | null;
+  /** a lease also ends this long after the holder's last heartbeat (or its claim), when given at emit */
+  heartbeat_timeout_ms?: number | null;
+  /** the holder's last heartbeat, with the progress (0..1) and note it reported */
+  heartbeat_at?: string | null;
+  progress?: number | null;
+  progress_note?: string | null;
+  /** what the completing ack reported: free JSON and the artifacts and workspace items it produced */
+  result?: unknown;
+  result_resources?: unknown[];
 }
 
 export type SignalEvent =
@@ -110,7 +119,11 @@ export type SignalEvent =
   /** `claim_token`, when given, must be the current grant's: a renewal by the holder */
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number; claim_token?: number }
   /** `late`: a peer's completion reaching the origin after the lease lapsed, accepted while nobody holds the task */
-  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number; late?: boolean }
+  | { type: 'ACK'; now: number; identity: string; outcome?: 'completed' | 'failed'; claim_token?: number; late?: boolean; result?: unknown; resources?: unknown[] }
+  /** the holder proves it is alive: extends its lease and records progress */
+  | { type: 'HEARTBEAT'; now: number; identity: string; lease_ms: number; claim_token?: number; progress?: number; note?: string }
+  /** the durable timer at the last heartbeat (or claim) + heartbeat_timeout_ms */
+  | { type: 'HEARTBEAT_TIMEOUT'; now: number }
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
@@ -184,6 +197,9 @@ const ackUnleased = [
   { target: 'acked', actions: 'stamp' as const },
 ];
 
+/** A heartbeat with no lease to extend: an older grant's token is stale; otherwise the caller holds nothing. */
+const heartbeatUnleased = [staleClaim, { guard: 'isTask' as const, actions: refuse('SIGNAL_ACK_UNAUTHORIZED', { reason: 'not_claimed' }) }, { actions: refuse('SIGNAL_CLAIM_NOT_TASK') }];
+
 export const signalMachine = setup({
   types: { context: {} as SignalContext, events: {} as SignalEvent },
   actions: {
@@ -199,6 +215,20 @@ export const signalMachine = setup({
     }),
     complete: assign({ task_status: 'completed', updated_at: ({ event }) => iso(event.now) }),
     completeLate: assign(({ event }) => ({ task_status: 'completed', claimed_by: identityOf(event) ?? null, claim_expires_at: null, updated_at: iso(event.now) })),
+    keepResult: assign(({ event }) => {
+      const e = event as Extract<SignalEvent, { type: 'ACK' }>;
+      return e.result === undefined && e.resources === undefined ? {} : { result: e.result ?? null, result_resources: e.resources ?? [] };
+    }),
+    beat: assign(({ context, event }) => {
+      const e = event as Extract<SignalEvent, { type: 'HEARTBEAT' }>;
+      return {
+        claim_expires_at: iso(e.now + e.lease_ms),
+        heartbeat_at: iso(e.now),
+        progress: e.progress ?? context.progress ?? null,
+        progress_note: e.note ?? context.progress_note ?? null,
+        updated_at: iso(e.now),
+      };
+    }),
     cancel: assign({ task_status: 'cancelled', claimed_by: null, claimed_at: null, claim_expires_at: null, updated_at: ({ event }) => iso(event.now) }),
     noteOverdue: assign(({ event }) => {
       const e = event as Extract<SignalEvent, { type: 'ACK_DUE' }>;
@@ -244,14 +274,15 @@ export const signalMachine = setup({
     notTask: ({ context }) => context.signal_type !== 'task',
     isTask: ({ context }) => context.signal_type === 'task',
     staleClaim: ({ context, event }) =>
-      context.signal_type === 'task' && (event.type === 'CLAIM' || event.type === 'ACK') && event.claim_token !== undefined && event.claim_token !== (context.claim_token ?? 0),
+      context.signal_type === 'task' && (event.type === 'CLAIM' || event.type === 'ACK' || event.type === 'HEARTBEAT') && event.claim_token !== undefined && event.claim_token !== (context.claim_token ?? 0),
     notOpen: ({ context }) => context.task_status !== 'open',
     byClaimer: ({ context, event }) => context.claimed_by === identityOf(event),
     notByClaimer: ({ context, event }) => context.claimed_by !== identityOf(event),
     failedOutcome: ({ event }) => event.type === 'ACK' && event.outcome === 'failed',
     lateCompletion: ({ context, event }) => event.type === 'ACK' && event.late === true && event.outcome !== 'failed' && context.signal_type === 'task' && context.task_status === 'open',
     leaseRunning: ({ context, event }) => context.claim_expires_at === null || Date.parse(context.claim_expires_at) > event.now,
-    leaseOver: ({ context, event }) => context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now,
+    leaseOver: ({ context, event }) => (context.claim_expires_at !== null && Date.parse(context.claim_expires_at) <= event.now) || heartbeatDue(context) <= event.now,
+    heartbeatRunning: ({ context, event }) => heartbeatDue(context) > event.now,
     outbound: ({ context }) => context.federation?.direction === 'outbound',
     federatedSignal: ({ context }) => !!context.federation,
     attemptsLeft: ({ context }) => context.delivery_count + 1 < context.max_attempts,
@@ -285,6 +316,7 @@ export const signalMachine = setup({
         CANCEL: cancelOpen,
         DEADLINE: expire,
         ACK_DUE: ackDue,
+        HEARTBEAT: heartbeatUnleased,
       },
     },
     // A task whose dependencies are not all completed, or whose not_before is ahead: not claimable, not offered.
@@ -321,6 +353,7 @@ export const signalMachine = setup({
         CANCEL: cancelOpen,
         DEADLINE: expire,
         ACK_DUE: ackDue,
+        HEARTBEAT: heartbeatUnleased,
       },
     },
     leased: {
@@ -337,8 +370,15 @@ export const signalMachine = setup({
           staleClaim,
           { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
           { guard: { type: 'failedOutcome' }, target: 'released' },
-          { target: 'acked', actions: 'complete' },
+          { target: 'acked', actions: ['complete', 'keepResult'] },
         ],
+        HEARTBEAT: [
+          { guard: 'leaseOver', target: 'released', actions: raise(({ event }) => event) },
+          staleClaim,
+          { guard: 'notByClaimer', actions: refuse('SIGNAL_ACK_UNAUTHORIZED') },
+          { target: 'leased', reenter: true, actions: 'beat' },
+        ],
+        HEARTBEAT_TIMEOUT: [{ guard: 'heartbeatRunning' }, { target: 'released' }],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
         CANCEL: { target: 'acked', actions: 'cancel' },
         DEADLINE: expire,
@@ -356,6 +396,7 @@ export const signalMachine = setup({
     acked: {
       on: {
         ACK: [staleClaim, { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') }],
+        HEARTBEAT: heartbeatUnleased,
         CLAIM: [
           staleClaim,
           { guard: 'notTask', actions: refuse('SIGNAL_CLAIM_NOT_TASK') },
@@ -369,6 +410,7 @@ export const signalMachine = setup({
       on: {
         ACK: [lateCompletion, { actions: refuse('SIGNAL_DEAD_LETTER') }],
         CLAIM: { actions: refuse('SIGNAL_DEAD_LETTER') },
+        HEARTBEAT: { actions: refuse('SIGNAL_DEAD_LETTER') },
         CANCEL: { actions: refuse('SIGNAL_DEAD_LETTER') },
         // a task its deadline ended stays ended: its deadline would end it again at once
         RETRY: [
@@ -387,6 +429,12 @@ export function backoffMs(c: Pick<SignalContext, 'retry_backoff_ms' | 'retry_bac
   if (base <= 0) return 0;
   return Math.min(base * 2 ** (attempt - 1), c.retry_backoff_max_ms ?? Infinity);
 }
+/** When a lease with a heartbeat timeout ends for want of heartbeats: the last one (or the claim) plus the timeout. */
+export const heartbeatDue = (c: SignalContext): number => {
+  if (!c.heartbeat_timeout_ms || !c.claimed_at) return Infinity;
+  const last = Math.max(Date.parse(c.claimed_at), c.heartbeat_at ? Date.parse(c.heartbeat_at) : 0);
+  return last + c.heartbeat_timeout_ms;
+};
 
 const notBeforePassed = (c: SignalContext, now: number) => !c.not_before || Date.parse(c.not_before) <= now;
 
@@ -406,6 +454,8 @@ export function signalTimers(value: string, context: SignalContext): { event: Si
   if (value === 'leased' && context.claim_expires_at) out.push({ event: 'LEASE_EXPIRED', at: Date.parse(context.claim_expires_at) });
   if (value === 'waiting' && context.retry_at) out.push({ event: 'RETRY_DUE', at: Date.parse(context.retry_at) });
   else if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
+  if (value === 'leased' && heartbeatDue(context) < Date.parse(context.claim_expires_at ?? '')) out.push({ event: 'HEARTBEAT_TIMEOUT', at: heartbeatDue(context) });
+  if (value === 'waiting' && !context.blocked_by?.length && context.not_before) out.push({ event: 'NOT_BEFORE', at: Date.parse(context.not_before) });
   if (UNFINISHED.has(value) && context.deadline) out.push({ event: 'DEADLINE', at: Date.parse(context.deadline) });
   if (ackCheckPending(context)) out.push({ event: 'ACK_DUE', at: Date.parse(context.ack_due_at!) });
   return out;

@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { commaList, compile } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, InboxQuery, ReadyQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, HeartbeatFields, InboxQuery, ReadyQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
@@ -39,7 +39,8 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     handler: async (r) => ({ status: 201, data: await s.signals.emit(r.principal, r.body), headers: r.body.attachments !== undefined ? ATTACHMENTS_DEPRECATION : undefined }),
   },
   { method: 'post', path: '/claim', auth: 'key', body: ClaimBody, handler: async (r) => ({ data: await s.signals.claim(r.principal, r.body.signal_id, r.body.lease_ms, r.body.claim_token) }) },
-  { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome, r.body.claim_token) }) },
+  { method: 'post', path: '/ack', auth: 'key', body: AckBody, handler: async (r) => ({ data: await s.signals.ack(r.principal, r.body.signal_id, r.body.outcome, r.body.claim_token, r.body) }) },
+  { method: 'post', path: '/tasks/:id/heartbeat', auth: 'key', body: HeartbeatFields, handler: async (r) => ({ data: await s.signals.heartbeat(r.principal, r.params.id, r.body) }) },
   {
     method: 'get',
     path: '/signals/list',

@@ -32,7 +32,7 @@ import { bearerToken } from '../auth/keys.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
 
-/** The interface's eighteen tools, the three reservation tools (issue 17), the three task-planning tools (issue 27), and the method each one is. A tool whose method is not in the table is not offered. */
+/** The interface's eighteen tools, the three reservation tools (issue 17), the task-planning, retry and heartbeat tools (issue 27), and the method each one is. A tool whose method is not in the table is not offered. */
 export const TOOLS: Record<string, string> = {
   svc_emit_signal: 'signals.emit',
   svc_batch_emit: 'signals.batch_emit',
@@ -58,6 +58,7 @@ export const TOOLS: Record<string, string> = {
   svc_ready_tasks: 'tasks.ready',
   svc_task_graph: 'tasks.graph',
   svc_retry_task: 'tasks.retry',
+  svc_heartbeat_task: 'tasks.heartbeat',
 };
 
 /** Tools offered only in a profile (`?tools=`), over composite calls: not in the default list, which stays the interface's. */

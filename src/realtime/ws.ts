@@ -11,7 +11,7 @@ import { bearerToken, principalForKey } from '../auth/keys.js';
 import { rateHeaders } from '../auth/rate-limit.js';
 import type { Principal } from '../identity/model.js';
 import { validate } from '../validation.js';
-import { AckBody, ClaimBody, EmitBody, ReceiptBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, EmitBody, HeartbeatBody, ReceiptBody } from '../signals/schemas.js';
 import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
 import { Audience, type Filters } from './audience.js';
 import { closeCodeOf, Credential } from './credential.js';
@@ -37,7 +37,7 @@ export const MAX_PAYLOAD = 1024 * 1024;
 export const MAX_FRAME = 2 * MAX_PAYLOAD;
 
 /** The ops a client may send (docs/realtime.md); `Connection.ops` has one handler for each. */
-export const WS_OPS = ['emit', 'claim', 'ack', 'inbox.acknowledge', 'inbox.resolve', 'resume', 'subscribe'] as const;
+export const WS_OPS = ['emit', 'claim', 'ack', 'heartbeat', 'inbox.acknowledge', 'inbox.resolve', 'resume', 'subscribe'] as const;
 export type WsOp = (typeof WS_OPS)[number];
 const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
@@ -274,7 +274,11 @@ class Connection implements Subscriber {
     },
     ack: (p, body) => {
       const b = validate(AckBody, body);
-      return this.rt.signals.ack(p, b.signal_id, b.outcome, b.claim_token);
+      return this.rt.signals.ack(p, b.signal_id, b.outcome, b.claim_token, b);
+    },
+    heartbeat: (p, body) => {
+      const b = validate(HeartbeatBody, body);
+      return this.rt.signals.heartbeat(p, b.signal_id, b);
     },
     'inbox.acknowledge': (p, body) => this.rt.inbox.act(p, 'ACKNOWLEDGE', validate(ReceiptBody, body).signal_id),
     'inbox.resolve': (p, body) => this.rt.inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id),

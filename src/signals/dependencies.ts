@@ -95,16 +95,19 @@ export interface GraphNode {
   claimed_by: string | null;
   /** steps from the task asked about (1: a direct dependency or dependant) */
   depth: number;
+  /** what a direct dependency reported when it completed (a dependant's inputs); absent on other nodes */
+  result?: unknown;
+  result_resources?: unknown[];
 }
 
 /** A task's upstream (what it waits for, transitively) and downstream (what waits for it), breadth first, GRAPH_MAX each. */
 export async function taskGraph(rt: Runtime, p: Principal, root: ActorRecord<SignalContext>): Promise<{ upstream: GraphNode[]; downstream: GraphNode[]; truncated: boolean }> {
-  const up = await walk(rt, p, root, async (r) => r.context.depends_on ?? []);
+  const up = await walk(rt, p, root, async (r) => r.context.depends_on ?? [], true);
   const down = await walk(rt, p, root, async (r) => (await rt.store.get<Dependants>(dependantsKey(r.context.id)))?.value.ids ?? []);
   return { upstream: up.nodes, downstream: down.nodes, truncated: up.truncated || down.truncated };
 }
 
-async function walk(rt: Runtime, p: Principal, root: ActorRecord<SignalContext>, next: (r: ActorRecord<SignalContext>) => Promise<string[]>): Promise<{ nodes: GraphNode[]; truncated: boolean }> {
+async function walk(rt: Runtime, p: Principal, root: ActorRecord<SignalContext>, next: (r: ActorRecord<SignalContext>) => Promise<string[]>, results = false): Promise<{ nodes: GraphNode[]; truncated: boolean }> {
   const seen = new Set([root.context.id]);
   const nodes: GraphNode[] = [];
   let level = [root];
@@ -114,7 +117,7 @@ async function walk(rt: Runtime, p: Principal, root: ActorRecord<SignalContext>,
     const rows = (await rt.loadMany<SignalContext>(SIGNAL, ids)).filter((r): r is ActorRecord<SignalContext> => !!r && !outOfScope(p.key, r.context));
     for (const r of rows) {
       if (nodes.length === GRAPH_MAX) return { nodes, truncated: true };
-      nodes.push(graphNode(r, depth));
+      nodes.push(results && depth === 1 ? { ...graphNode(r, depth), result: r.context.result ?? null, result_resources: r.context.result_resources ?? [] } : graphNode(r, depth));
     }
     level = rows;
   }

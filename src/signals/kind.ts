@@ -83,7 +83,7 @@ export const signalKind: ActorKind<SignalContext> = {
   journal: (r, prev) => {
     // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
     if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
-    return [signalEntry(r, prev), ...federationEvents(r, prev), ...expiredEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
+    return [signalEntry(r, prev), ...federationEvents(r, prev), ...expiredEvents(r, prev), ...taskEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
   // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
   alongside: (id, rec, prev, rt) => dependantOps(rt, id, rec, prev),
@@ -137,8 +137,14 @@ export function signalView(r: ActorRecord<SignalContext>) {
   v.dead_letter_reason = c.dead_letter_reason ?? null;
   v.retry_backoff_ms = c.retry_backoff_ms ?? 0;
   v.retry_at = c.retry_at ?? null;
+  v.heartbeat_timeout_ms = c.heartbeat_timeout_ms ?? null;
+  v.heartbeat_at = c.heartbeat_at ?? null;
+  v.progress = c.progress ?? null;
+  v.progress_note = c.progress_note ?? null;
+  v.result = c.result ?? null;
+  v.result_resources = c.result_resources ?? [];
   v.delivery_state = r.value;
-  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason' | 'retry_backoff_ms' | 'retry_at'>>;
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason' | 'heartbeat_timeout_ms' | 'heartbeat_at' | 'progress' | 'progress_note' | 'result_resources' | 'retry_backoff_ms' | 'retry_at'>> & { result: unknown };
 }
 export type Signal = ReturnType<typeof signalView>;
 
@@ -153,6 +159,25 @@ export const TASK_EXPIRED = 'task.expired';
 export function expiredEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
   if (!prev || r.context.task_status !== 'expired' || prev.context.task_status === 'expired') return [];
   return [{ type: TASK_EXPIRED, subject: 'signal', data: signalView(r), audience: { identities: [r.context.from_identity] } }];
+}
+
+export const TASK_PROGRESS = 'task.progress';
+export const TASK_COMPLETED = 'task.completed';
+
+/**
+ * Told to a task's emitter in the commit that makes them: each heartbeat (`task.progress`: the task's progress,
+ * note and lease) and its completion (`task.completed`: the Signal with its result and result_resources).
+ */
+export function taskEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
+  if (!prev || r.context.signal_type !== 'task') return [];
+  const c = r.context;
+  const audience = { identities: [c.from_identity] };
+  if (c.heartbeat_at && c.heartbeat_at !== prev.context.heartbeat_at) {
+    const data = { signal_id: c.id, claimed_by: c.claimed_by, claim_token: c.claim_token ?? null, progress: c.progress ?? null, note: c.progress_note ?? null, heartbeat_at: c.heartbeat_at, claim_expires_at: c.claim_expires_at };
+    return [{ type: TASK_PROGRESS, subject: 'progress', data, audience }];
+  }
+  if (r.value === 'acked' && prev.value !== 'acked' && c.task_status === 'completed') return [{ type: TASK_COMPLETED, subject: 'signal', data: signalView(r), audience }];
+  return [];
 }
 
 export const FEDERATION_EVENTS = ['federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed'] as const;

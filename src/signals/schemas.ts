@@ -47,6 +47,8 @@ export const EmitBody = compile(
     retry_backoff_max_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: RETRY_BACKOFF_LIMIT_MS })),
     /** failed attempts before dead_letter; default MAX_DELIVERY_ATTEMPTS */
     max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ATTEMPTS_LIMIT })),
+    /** a lease ends this long after the holder's last heartbeat (or claim); tasks only */
+    heartbeat_timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
     /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
     idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
   }),
@@ -55,7 +57,27 @@ const SignalRef = { signal_id: NonEmpty };
 /** the fencing token a claim answered: a renewal or ack naming an older grant's is refused (docs/signals.md, Fencing) */
 export const ClaimToken = Type.Optional(Type.Integer({ minimum: 1 }));
 export const ClaimBody = compile(Type.Object({ ...SignalRef, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })), claim_token: ClaimToken }));
-export const AckBody = compile(Type.Object({ ...SignalRef, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])), claim_token: ClaimToken }));
+export const AckBody = compile(
+  Type.Object({
+    ...SignalRef,
+    outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])),
+    claim_token: ClaimToken,
+    /** what a completed task produced: free JSON, bounded by BODY_LIMIT_BYTES and MAX_JSON_DEPTH */
+    result: Type.Optional(Type.Unknown()),
+    /** artifacts and workspace items it produced, as emit's resources */
+    resources: Type.Optional(Type.Array(Type.Unknown())),
+  }),
+);
+/** A holder's heartbeat: extends its lease by lease_ms and records progress (docs/signals.md, Heartbeats and progress). */
+const HeartbeatTerms = {
+  lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+  claim_token: ClaimToken,
+  progress: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  note: Type.Optional(Type.String({ maxLength: 4096 })),
+};
+export const HeartbeatBody = compile(Type.Object({ ...SignalRef, ...HeartbeatTerms }));
+/** the REST route names the task in its path */
+export const HeartbeatFields = compile(Type.Object(HeartbeatTerms));
 export const ReceiptBody = compile(Type.Object(SignalRef));
 /** A thread is paged in thread order; the default page is the largest, so most threads come whole in one. */
 export const THREAD_PAGE = 100;

@@ -55,12 +55,14 @@ export interface EmitBody {
   retry_backoff_ms?: number;
   retry_backoff_max_ms?: number;
   max_attempts?: number;
+  /** a lease of this task ends this long after its holder's last heartbeat (or claim) */
+  heartbeat_timeout_ms?: number;
   /** a retry with this key (per identity, IDEMPOTENCY_TTL_MS) answers the first signal instead of a second one */
   idempotency_key?: string;
 }
 
 /** The emit fields only a task signal takes (and none sent to a peer: its schedule would be ours, its copy the peer's). */
-const TASK_ONLY = ['depends_on', 'not_before', 'deadline', 'retry_backoff_ms', 'retry_backoff_max_ms', 'max_attempts'] as const;
+const TASK_ONLY = ['depends_on', 'not_before', 'deadline', 'retry_backoff_ms', 'retry_backoff_max_ms', 'max_attempts', 'heartbeat_timeout_ms'] as const;
 
 /** the key space of an emit's `idempotency_key` in the one idempotency store (the header's is its own) */
 const EMIT_SCOPE = 'emit';
@@ -98,6 +100,12 @@ export interface FederationLink {
   forwardClaim(c: SignalContext, agent: string, leaseMs: number): Promise<void>;
 }
 
+/** What a completing ack reports of a task. */
+export interface TaskResult {
+  result?: unknown;
+  resources?: unknown[];
+}
+
 /** Ops counting a new signal against a quota, committed with it; throws to refuse it. */
 export type Charge = (rec: ActorRecord<SignalContext>) => Promise<Op[]>;
 
@@ -105,7 +113,7 @@ export class Signals {
   constructor(
     private rt: Runtime,
     private org: Org,
-    private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes' | 'taskRetryBackoffMs' | 'taskRetryBackoffMaxMs'>,
+    private config: Pick<Config, 'taskLeaseMs' | 'maxDeliveryAttempts' | 'strictSignalTypes' | 'taskRetryBackoffMs' | 'taskRetryBackoffMaxMs' | 'bodyLimitBytes'>,
     private resources: ResourceCheck,
     private federation: FederationLink,
     private idempotency: IdempotencyRecords,
@@ -190,7 +198,7 @@ export class Signals {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
-    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined };
+    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined, heartbeat_timeout_ms: undefined };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
     return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge));
@@ -372,13 +380,41 @@ export class Signals {
     return signalView(c!.record);
   }
 
-  /** `claimToken`, when given, must be the task's current grant: an older one is refused (`stale_claim`). */
-  async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed', claimToken?: number): Promise<Signal> {
+  /**
+   * `claimToken`, when given, must be the task's current grant: an older one is refused (`stale_claim`).
+   * `done`: what a completing ack of a task reports (its result and resources), kept on the task.
+   */
+  async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}): Promise<Signal> {
     this.requireMember(p);
     const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
     assertInScope(p.key, stored.value.context);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
+    const reported = await this.checkResult(p, stored.value.context, outcome, done);
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken, ...reported }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
+    return signalView(c!.record);
+  }
+
+  /** A result is for completing a task; it is bounded like a request body, and its resources are emit's. */
+  private async checkResult(p: Principal, c: SignalContext, outcome: string | undefined, done: TaskResult): Promise<TaskResult> {
+    if (done.result === undefined && done.resources === undefined) return {};
+    const field = done.result !== undefined ? 'result' : 'resources';
+    if (c.signal_type !== 'task' || outcome === 'failed') throw new AppError('VALIDATION_INVALID_TYPE', `${field} is reported only by an ack completing a task`, { field, reason: 'completed_only' });
+    if (done.result !== undefined && Buffer.byteLength(JSON.stringify(done.result)) > this.config.bodyLimitBytes)
+      throw new AppError('VALIDATION_INVALID_TYPE', `result is larger than BODY_LIMIT_BYTES (${this.config.bodyLimitBytes})`, { field: 'result', reason: 'size', limit: this.config.bodyLimitBytes });
+    const checked = done.resources !== undefined ? await this.resources.check(p, done.resources, undefined) : undefined;
+    return { ...(done.result !== undefined && { result: done.result }), ...(checked && { resources: checked.resources }) };
+  }
+
+  /**
+   * The holder's heartbeat: extends its lease by `lease_ms` from now and records `progress` and `note`, pushed
+   * to the emitter as `task.progress`. Requires the claim (and its token when given), as an ack does.
+   */
+  async heartbeat(p: Principal, signalId: string, beat: { lease_ms?: number; claim_token?: number; progress?: number; note?: string }): Promise<Signal> {
+    this.requireMember(p);
+    const stored = await this.loadStored(signalId);
+    assertInScope(p.key, stored.value.context);
+    const event = { type: 'HEARTBEAT' as const, identity: p.identity.id, lease_ms: beat.lease_ms ?? this.config.taskLeaseMs, claim_token: beat.claim_token, progress: beat.progress, note: beat.note };
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { loaded: stored });
     return signalView(c!.record);
   }
 
@@ -511,6 +547,7 @@ function scheduleTerms(body: EmitBody, deps: DependencyPlan | undefined): Partia
   if (deps?.blocked_reason) out.task_status = 'blocked';
   if (body.not_before !== undefined) out.not_before = new Date(body.not_before).toISOString();
   if (body.deadline !== undefined) out.deadline = new Date(body.deadline).toISOString();
+  if (body.heartbeat_timeout_ms !== undefined) out.heartbeat_timeout_ms = body.heartbeat_timeout_ms;
   return out;
 }
 

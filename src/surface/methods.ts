@@ -8,7 +8,7 @@ import type { Principal } from '../identity/model.js';
 import { commaList, compile, validate, type Validator } from '../validation.js';
 import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
 import type { StoreBody as StoreFields } from '../memory/service.js';
-import { AckBody, ClaimBody, ClaimToken, EmitBody, InboxQuery, ReadyQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
+import { AckBody, ClaimBody, ClaimToken, EmitBody, HeartbeatBody, InboxQuery, ReadyQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
 import { ListSchema, Paths, RenewSchema, ReserveSchema } from '../reservations/schemas.js';
 import { decodeCursor, DEFAULT_LIMIT, page } from './paging.js';
@@ -46,6 +46,9 @@ export const NextParams = obj({
   release_claim: Type.Optional(NonEmpty),
   /** the claim_token of the claim complete_claim or release_claim ends */
   claim_token: ClaimToken,
+  /** what the task complete_claim completes produced (docs/signals.md, Results) */
+  result: Type.Optional(Type.Unknown()),
+  resources: Type.Optional(Type.Array(Type.Unknown())),
 });
 export const HandoffParams = obj({
   to_role: Type.Optional(NonEmpty),
@@ -87,7 +90,8 @@ export function methodTable(s: SurfaceServices): MethodTable {
       page('signals', await s.inbox.identityInbox(p, p.identity.id, { ...q, types: commaList(q.type) }, decodeCursor(q.after), q.limit ?? DEFAULT_LIMIT)),
     ),
     'tasks.claim': method(ClaimBody, 'Claim a task under a lease; answers the Signal.', (p, q) => s.signals.claim(p, q.signal_id, q.lease_ms, q.claim_token)),
-    'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (or release it with outcome "failed").', (p, q) => s.signals.ack(p, q.signal_id, q.outcome, q.claim_token)),
+    'signals.ack': method(AckBody, 'Acknowledge a signal; for a claimed task, complete it (with its result and resources) or release it with outcome "failed".', (p, q) => s.signals.ack(p, q.signal_id, q.outcome, q.claim_token, q)),
+    'tasks.heartbeat': method(HeartbeatBody, 'Prove a claimed task is alive: extend the lease by lease_ms and record progress (0..1) and a note, pushed to the emitter as task.progress; answers the Signal.', (p, q) => s.signals.heartbeat(p, q.signal_id, q)),
     'thread.get': method(ThreadBody, 'The signals of the thread the signal is in, in thread order: {signals, cursor, has_more}.', async (p, q) =>
       page('signals', await s.signals.thread(p, q.signal_id, decodeCursor(q.after), q.limit ?? THREAD_PAGE)),
     ),

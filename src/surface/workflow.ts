@@ -11,7 +11,7 @@ import { AppError, isAppError } from '../errors.js';
 import type { Org } from '../org/service.js';
 import { takeableTypes, type Inbox, type InboxItem } from '../signals/inbox.js';
 import type { Signal } from '../signals/kind.js';
-import type { Signals } from '../signals/service.js';
+import type { Signals, TaskResult } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Reservations } from '../reservations/service.js';
 
@@ -131,7 +131,7 @@ export class Workflow {
    * Ends the caller's current claim when asked (so a worker loop takes one request per task, as BullMQ's
    * `moveToFinished` hands over the next job), then claims the open task the caller may take that is highest in priority, then most urgent.
    */
-  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string; claim_token?: number }): Promise<{ signal: Signal | null; claim?: Signal }> {
+  async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string; claim_token?: number } & TaskResult): Promise<{ signal: Signal | null; claim?: Signal }> {
     this.s.signals.requireMember(p);
     const ended = await this.endClaim(p, q);
     // a task just handed back is left for someone else
@@ -140,10 +140,10 @@ export class Workflow {
   }
 
   /** The caller's claim on `complete_claim` completed, or on `release_claim` handed back (a failed attempt); one of them at most. */
-  private async endClaim(p: Principal, h: { complete_claim?: string; release_claim?: string; claim_token?: number }): Promise<Signal | undefined> {
+  private async endClaim(p: Principal, h: { complete_claim?: string; release_claim?: string; claim_token?: number } & TaskResult): Promise<Signal | undefined> {
     if (h.complete_claim !== undefined && h.release_claim !== undefined) throw new AppError('VALIDATION_INVALID_TYPE', 'complete_claim and release_claim exclude each other', { field: 'release_claim' });
     const id = h.complete_claim ?? h.release_claim;
-    return id === undefined ? undefined : this.s.signals.ack(p, id, h.complete_claim !== undefined ? 'completed' : 'failed', h.claim_token);
+    return id === undefined ? undefined : this.s.signals.ack(p, id, h.complete_claim !== undefined ? 'completed' : 'failed', h.claim_token, { result: h.result, resources: h.resources });
   }
 
   /**

@@ -53,6 +53,10 @@ export function eventsOf(log: string, entry: unknown): Event[] {
       const s = e.data as { updated_at: string };
       return [ev('task.expired', s.updated_at, { signal: e.data })];
     }
+    if (e.type === 'task.progress') {
+      const d = e.data as { heartbeat_at: string };
+      return [ev('task.progress', d.heartbeat_at, { progress: e.data })];
+    }
     if (e.type.startsWith('federation.') && (WEBHOOK_EVENTS as readonly string[]).includes(e.type)) {
       const s = e.data as { updated_at: string };
       return [ev(e.type as WebhookEvent, s.updated_at, { signal: e.data })];

@@ -5,7 +5,7 @@ import type { ActorKind, ActorRecord } from '../runtime/runtime.js';
 
 /** Every event a webhook may subscribe to; later parts add theirs here. */
 export const WEBHOOK_EVENTS = [
-  'signal.emitted', 'signal.claimed', 'signal.acked', 'signal.dead_lettered', 'signal.ack_overdue', 'task.completed', 'task.expired', 'identity.joined', 'membership.changed',
+  'signal.emitted', 'signal.claimed', 'signal.acked', 'signal.dead_lettered', 'signal.ack_overdue', 'task.completed', 'task.expired', 'task.progress', 'identity.joined', 'membership.changed',
   'federation.delivered', 'federation.claimed', 'federation.completed', 'federation.failed',
   'reservation.granted', 'reservation.released', 'reservation.expired',
   'memory.stored', 'memory.updated', 'memory.forgotten',

@@ -149,6 +149,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /signals/:id/receipts': { scope: signalScoped((f) => get(`/signals/${f.task}/receipts`)), other: [refused((f) => get(`/signals/${f.task}/receipts`), 403, 'POLICY_DENIED')] },
   'GET /tasks/ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
   'POST /tasks/:id/retry': { scope: signalScoped((f) => post(`/tasks/${f.task}/retry`)), other: [refused((f) => post(`/tasks/${f.task}/retry`), 403, 'POLICY_DENIED')] },
+  'POST /tasks/:id/heartbeat': { scope: signalScoped((f) => post(`/tasks/${f.task}/heartbeat`, {})), other: [refused((f) => post(`/tasks/${f.held}/heartbeat`, {}), 403, 'SIGNAL_ACK_UNAUTHORIZED')] },
   'GET /tasks/:id/graph': { scope: signalScoped((f) => get(`/tasks/${f.task}/graph`)), other: none('task graphs belong to the org: any member reads them within its key scopes') },
   'GET /thread/:id': { scope: signalScoped((f) => get(`/thread/${f.task}`)), other: none('threads belong to the org: any member reads them within its key scopes') },
   'GET /inbox/identity/:id': {
@@ -396,6 +397,7 @@ export const RPC_METHODS: Record<string, MethodRow> = {
   'tasks.mine': CALLER_ONLY,
   'tasks.ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
   'tasks.retry': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: [mRefused((f) => ({ signal_id: f.task }), 403, 'POLICY_DENIED')] },
+  'tasks.heartbeat': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: [mRefused((f) => ({ signal_id: f.held }), 403, 'SIGNAL_ACK_UNAUTHORIZED')] },
   'tasks.graph': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: none('task graphs belong to the org: any member reads them within its key scopes') },
   'workflow.resume': CALLER_ONLY,
   'workflow.next': { scope: none('skips tasks the key’s scopes refuse and claims the next (docs/surfaces.md)'), other: none('claims only open tasks: one another holds is skipped') },

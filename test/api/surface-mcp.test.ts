@@ -12,12 +12,12 @@ import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk } from './support.js';
 
-/** the interface's eighteen tools, the three reservation tools (issue 17) and the three task-planning tools (issue 27) */
+/** the interface's eighteen tools, the three reservation tools (issue 17) and the task-planning, retry and heartbeat tools (issue 27) */
 const TOOLS = [
   'svc_emit_signal', 'svc_batch_emit', 'svc_check_inbox', 'svc_claim_task', 'svc_ack_signal', 'svc_search_signals', 'svc_get_thread', 'svc_whoami', 'svc_list_roles', 'svc_list_rings', 'svc_list_identities',
   'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate',
   'svc_reserve_paths', 'svc_release_paths', 'svc_check_reservations',
-  'svc_ready_tasks', 'svc_task_graph', 'svc_retry_task',
+  'svc_ready_tasks', 'svc_task_graph', 'svc_retry_task', 'svc_heartbeat_task',
 ];
 
 async function connect(url: string, key: string) {
