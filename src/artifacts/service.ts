@@ -10,6 +10,7 @@ import { encodeTime } from 'ulid';
 import { iso, now } from '../clock.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
+import { boundKey } from '../validation.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -77,7 +78,8 @@ export class Artifacts {
 
   /** An artifact uploaded on behalf of an identity by another part of the service (a memory export). */
   async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string, answersRequest = false): Promise<Artifact> {
-    if (!f.name || f.name.length > 255) throw new AppError('ARTIFACT_VALIDATION_FAILED', 'name must be 1-255 characters', { field: 'name' });
+    boundKey(f.name, 'name', 'name', 'ARTIFACT_VALIDATION_FAILED');
+    f.tags?.forEach((t, i) => boundKey(t, `tags.${i}`, 'tag', 'ARTIFACT_VALIDATION_FAILED'));
     const stored = await this.blobs.put(content, this.maxUploadBytes);
     const a: Artifact = {
       id: newId(), name: f.name, content_type: contentType, size: stored.size, sha256: stored.sha256, tags: [...new Set(f.tags ?? [])],

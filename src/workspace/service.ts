@@ -8,6 +8,7 @@ import type { Readable } from 'node:stream';
 import { iso } from '../clock.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
+import { boundKey } from '../validation.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -309,8 +310,9 @@ function withRevision(item: WorkspaceItem, rev: Revision): WorkspaceItem {
 }
 
 function assertName(name: string): void {
-  if (!name || name.length > 255 || /[/\\\u0000-\u001f]/.test(name) || name === '.' || name === '..' || name.trim() !== name) {
-    throw new AppError('WORKSPACE_VALIDATION_FAILED', 'name must be 1-255 characters, without slashes or control characters, not . or .., no leading or trailing spaces', { field: 'name' });
+  boundKey(name, 'name', 'name', 'WORKSPACE_VALIDATION_FAILED');
+  if ( /[/\\\u0000-\u001f]/.test(name) || name === '.' || name === '..' || name.trim() !== name) {
+    throw new AppError('WORKSPACE_VALIDATION_FAILED', 'name must be 1-255 bytes, without slashes or control characters, not . or .., no leading or trailing spaces', { field: 'name' });
   }
 }
 
