@@ -13,7 +13,8 @@ import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
-import { readAll, scanDesc, scanLimits, type Scanned } from '../store/scan.js';
+import { forEachPage, loadAll, readAll, scanDesc, scanLimits, type Scanned } from '../store/scan.js';
+import { blobRefOp } from '../blob/refs.js';
 import { committedEffect, effectOps } from '../store/idempotency.js';
 import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
@@ -269,7 +270,25 @@ export class Workspace {
     return [
       { op: 'put', key: keys.revision(rev.id), value: rev, expect: 0 },
       { op: 'index', index: ix.revisions(rev.item_id), member: rev.id },
+      blobRefOp(rev.sha256, keys.revision(rev.id)),
     ];
+  }
+
+  /** Names, in the blob reference index, the content of every revision of the live tree (records from before that index). */
+  async indexBlobRefs(): Promise<number> {
+    let n = 0;
+    for (const folders: (string | null)[] = [null]; folders.length; ) {
+      await forEachPage(this.store, ix.children(folders.pop()!), async (ids) => {
+        const items = (await this.store.getMany<WorkspaceItem>(ids.map(keys.item))).flatMap((r) => (r ? [r.value] : []));
+        folders.push(...items.filter((it) => it.kind === 'folder').map((it) => it.id));
+        for (const file of items.filter((it) => it.kind === 'file')) {
+          const revs = await loadAll<Revision>(this.store, ix.revisions(file.id), keys.revision);
+          if (revs.length) await this.store.commit(revs.map((r) => blobRefOp(r.sha256, keys.revision(r.id))));
+          n += revs.length;
+        }
+      });
+    }
+    return n;
   }
 
   async history(p: Principal, id: string, before: string | undefined, limit: number): Promise<Scanned<Revision>> {
