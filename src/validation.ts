@@ -58,14 +58,14 @@ export const KEY_LIMITS = {
   project: 200,
   path: 1024,
   idempotency_key: 255,
-  /** a memory import line's foreign id; peer ids */
+  /** a memory import line's foreign id; the uploader filter of artifact lists */
   foreign_id: 255,
 } as const;
 export type KeyField = keyof typeof KEY_LIMITS;
 /** the schema keyword carrying a key field's byte bound (an OpenAPI extension, ignored by the schema checker itself) */
 const MAX_BYTES = 'x-max-bytes';
 
-/** A string that becomes (part of) a store key: non-empty, at most KEY_LIMITS[kind] bytes of UTF-8 (and so as many characters). */
+/** A string that becomes (part of) a store key: non-empty, at most KEY_LIMITS[kind] bytes of UTF-8 (so never more characters than that). */
 export const Key = (kind: KeyField) => Type.String({ minLength: 1, maxLength: KEY_LIMITS[kind], [MAX_BYTES]: KEY_LIMITS[kind] });
 
 /** Throws `code` naming `field` when a key field parsed outside a schema (upload fields, payload.task_type, a path) is empty or past its bound. */
