@@ -75,6 +75,9 @@ import { A2A, a2aRoutes } from './a2a/a2a.js';
 import { methodTable } from './surface/methods.js';
 import { Resources as SurfaceResources } from './surface/resources.js';
 import type { Store } from './store/port.js';
+import { BLOB_REFS_INDEXED } from './blob/refs.js';
+import { now } from './clock.js';
+import { BlobSweep } from './blob/sweep.js';
 
 export interface Service {
   port: number;
@@ -90,6 +93,14 @@ export interface Service {
   jobWorker(): { start(): void; stop(): Promise<void> };
   log: Logger;
   close(): Promise<void>;
+}
+
+/** A store from before the blob reference index: every artifact's and live revision's content is named once, before any sweep. */
+async function indexBlobRefsOnce(store: Store, artifacts: Artifacts, workspace: Workspace): Promise<number> {
+  if (await store.get(BLOB_REFS_INDEXED)) return 0;
+  const n = (await artifacts.indexBlobRefs()) + (await workspace.indexBlobRefs());
+  await store.commit([{ op: 'put', key: BLOB_REFS_INDEXED, value: { at: now() } }]);
+  return n;
 }
 
 export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
@@ -122,6 +133,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const links = new Links(config.baseUrl);
   const workspace = new Workspace(runtime, blobs, config.maxUploadBytes, config.workspaceDelete, log);
   const artifacts = new Artifacts(runtime, blobs, config.maxUploadBytes, () => links.baseUrl);
+  const refs = await indexBlobRefsOnce(store, artifacts, workspace);
+  if (refs) log.info({ refs }, 'blob references of an older data dir indexed for the blob sweep');
+  const blobSweep = new BlobSweep(store, blobs, { graceMs: config.blobSweepGraceMs, everyMs: config.blobSweepMs }, log);
   // one idempotency store: the Idempotency-Key header, an emit's and a reservation's idempotency_key
   const idempotency = new Idempotency(store, config.idempotencyTtlMs, config.idempotencyLeaseMs);
   const signals = new Signals(runtime, org, config, new Resources(artifacts, workspace), {
@@ -238,6 +252,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   jobs.start();
   memories.startSweeper();
   workspace.startSweeper();
+  blobSweep.start();
   realtime.hub.holdTrimAt(() => dispatcher.needsFrom(JOURNAL_LOG));
   await dispatcher.start();
   log.info({ port, backend: store.backend }, 'service listening');
@@ -261,6 +276,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await realtime.stop();
       memories.stopSweeper();
       await workspace.stop();
+      await blobSweep.stop();
       await jobs.stop();
       await runtime.stop();
       await limits.close();

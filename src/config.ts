@@ -87,6 +87,10 @@ export interface Config {
   memoryNamespaceQuota: number;
   /** how often the expiry sweeper purges memories whose expires_at passed (reads hide them meanwhile) */
   memoryExpirySweepMs: number;
+  /** how often the blob sweep removes content no committed record names (0: never; docs/storage.md) */
+  blobSweepMs: number;
+  /** how old such content must be before the sweep removes it: longer than any upload takes to commit */
+  blobSweepGraceMs: number;
   /** how long a memory job's worker holds it between batches before another may take it */
   memoryJobLeaseMs: number;
   workspaceDelete: WorkspaceDeleteConfig;
@@ -291,6 +295,8 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     embedding,
     memoryNamespaceQuota: int(env, 'MEMORY_NAMESPACE_QUOTA', 10_000, 1),
     memoryExpirySweepMs: int(env, 'MEMORY_EXPIRY_SWEEP_MS', 1000, 1),
+    blobSweepMs: int(env, 'BLOB_SWEEP_MS', 3_600_000, 0),
+    blobSweepGraceMs: int(env, 'BLOB_SWEEP_GRACE_MS', 3_600_000, 1),
     memoryJobLeaseMs: int(env, 'MEMORY_JOB_LEASE_MS', 15_000, 1),
     workspaceDelete: {
       pageSize: int(env, 'WORKSPACE_DELETE_PAGE_SIZE', 1000, 1, 10_000),
@@ -370,6 +376,8 @@ const SETTINGS: Setting[] = [
   { name: 'EMBEDDING_BATCH', value: (c) => c.embedding.batch },
   { name: 'MEMORY_NAMESPACE_QUOTA', value: (c) => c.memoryNamespaceQuota },
   { name: 'MEMORY_EXPIRY_SWEEP_MS', value: (c) => c.memoryExpirySweepMs },
+  { name: 'BLOB_SWEEP_MS', value: (c) => c.blobSweepMs },
+  { name: 'BLOB_SWEEP_GRACE_MS', value: (c) => c.blobSweepGraceMs },
   { name: 'MEMORY_JOB_LEASE_MS', value: (c) => c.memoryJobLeaseMs },
   { name: 'WORKSPACE_DELETE_PAGE_SIZE', value: (c) => c.workspaceDelete.pageSize },
   { name: 'WORKSPACE_DELETE_WAIT_MS', value: (c) => c.workspaceDelete.waitMs },

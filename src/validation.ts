@@ -1,5 +1,5 @@
 /** Compiled TypeBox validation mapped to catalogue codes with `details.field`. */
-import type { Static, TSchema } from 'typebox';
+import Type, { type Static, type TSchema } from 'typebox';
 import { Compile } from 'typebox/compile';
 import { Value } from 'typebox/value';
 import { AppError, type ErrorCode } from './errors.js';
@@ -21,31 +21,84 @@ export function compile<S extends TSchema>(schema: S): Validator<Static<S>> {
  * A free-form field nested deeper than MAX_JSON_DEPTH is VALIDATION_INVALID_TYPE whatever the route (the store's encoder recurses).
  */
 export function validate<T>(v: Validator<T>, value: unknown, domainCode?: ErrorCode): T {
-  if (v.check(value)) return withinDepth(v.schema, value, '');
+  if (v.check(value)) return withinDepth(v.schema, value, '', domainCode);
   const first = v.errors(value)[0];
   const required = first?.keyword === 'required';
   const field = required
     ? String((first.params.requiredProperties as string[])[0])
     : (first?.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.') || 'body';
   const code: ErrorCode = domainCode ?? (required ? 'VALIDATION_FIELD_REQUIRED' : 'VALIDATION_INVALID_TYPE');
-  throw new AppError(code, required ? `${field} is required` : `${field}: ${first?.message ?? 'invalid'}`, { field, reason: first?.keyword ?? 'invalid' });
+  const limit = first?.keyword === 'maxLength' ? { limit: first.params.limit } : {};
+  throw new AppError(code, required ? `${field} is required` : `${field}: ${first?.message ?? 'invalid'}`, { field, reason: first?.keyword ?? 'invalid', ...limit });
+}
+
+/**
+ * The bound, in UTF-8 bytes, of every field that becomes part of a store key or an index name (docs/reliability.md,
+ * Key limits). LMDB refuses a key past 1978 bytes; each bound leaves room for the rest of its composite key (prefix,
+ * the other fields, the member), counting a field the store percent-encodes (memory namespaces and entities) at 3
+ * bytes a byte: the longest, a memory entity index, is at most 36 + 3 x (200 + 200) = 1236 bytes.
+ */
+export const KEY_LIMITS = {
+  /** tags of signals, artifacts, memories, workspace items, workstreams, and tag filters */
+  tag: 200,
+  /** workspace item and artifact names (a filesystem's 255 bytes) */
+  name: 255,
+  /** identity names; role and ring names */
+  identity_name: 200,
+  role_name: 100,
+  ring_name: 100,
+  /** memory namespaces and entities */
+  namespace: 200,
+  entity: 200,
+  signal_type: 100,
+  /** a task signal's payload.task_type (an open-task index per type) */
+  task_type: 100,
+  capability: 200,
+  /** reservation projects and paths */
+  project: 200,
+  path: 1024,
+  idempotency_key: 255,
+  /** a memory import line's foreign id; the uploader filter of artifact lists */
+  foreign_id: 255,
+} as const;
+export type KeyField = keyof typeof KEY_LIMITS;
+/** the schema keyword carrying a key field's byte bound (an OpenAPI extension, ignored by the schema checker itself) */
+const MAX_BYTES = 'x-max-bytes';
+
+/** A string that becomes (part of) a store key: non-empty, at most KEY_LIMITS[kind] bytes of UTF-8 (so never more characters than that). */
+export const Key = (kind: KeyField) => Type.String({ minLength: 1, maxLength: KEY_LIMITS[kind], [MAX_BYTES]: KEY_LIMITS[kind] });
+
+/** Throws `code` naming `field` when a key field parsed outside a schema (upload fields, payload.task_type, a path) is empty or past its bound. */
+export function boundKey(value: string, field: string, kind: KeyField, code: ErrorCode = 'VALIDATION_INVALID_TYPE'): string {
+  if (!value) throw new AppError(code, `${field} must not be empty`, { field, reason: 'minLength' });
+  return overlong(value, KEY_LIMITS[kind], field, code);
+}
+
+function overlong(value: string, limit: number, field: string, code: ErrorCode): string {
+  if (Buffer.byteLength(value, 'utf8') > limit) throw new AppError(code, `${field} is longer than ${limit} bytes (UTF-8)`, { field, reason: 'maxLength', limit });
+  return value;
 }
 
 /** How deep a free-form JSON value (metadata, payload, ...) may nest: objects and arrays count, `{"a":{}}` is 2 (docs/reliability.md). */
 export const MAX_JSON_DEPTH = 64;
 
-type Schema = { type?: unknown; properties?: Record<string, Schema>; items?: unknown };
+type Schema = { type?: unknown; properties?: Record<string, Schema>; items?: unknown; anyOf?: Schema[]; [MAX_BYTES]?: number };
+
+/** A key field's byte bound, also when it is one choice of a union (`Key` or null). */
+const maxBytes = (s: Schema): number | undefined => s[MAX_BYTES] ?? s.anyOf?.find((x) => x[MAX_BYTES] !== undefined)?.[MAX_BYTES];
 
 /**
  * Walks the schema's declared objects and arrays with the value; anything else the schema leaves open (a
- * record, unknown, a union, an undeclared property) is free-form and may nest MAX_JSON_DEPTH deep.
+ * record, unknown, a union, an undeclared property) is free-form and may nest MAX_JSON_DEPTH deep. A key
+ * field (`Key`) is held to its byte bound here, with the route's own code like the schema's other checks.
  */
-function withinDepth<T>(schema: Schema, value: T, path: string): T {
+function withinDepth<T>(schema: Schema, value: T, path: string, code?: ErrorCode): T {
   if (schema.type === 'object' && schema.properties && isObject(value)) {
-    for (const k of Object.keys(value)) withinDepth(Object.hasOwn(schema.properties, k) ? schema.properties[k] : {}, value[k], path ? `${path}.${k}` : k);
+    for (const k of Object.keys(value)) withinDepth(Object.hasOwn(schema.properties, k) ? schema.properties[k] : {}, value[k], path ? `${path}.${k}` : k, code);
   } else if (schema.type === 'array' && isObject(schema.items) && Array.isArray(value)) {
-    value.forEach((x, i) => withinDepth(schema.items as Schema, x, path ? `${path}.${i}` : String(i)));
-  } else boundDepth(value, path || 'body');
+    value.forEach((x, i) => withinDepth(schema.items as Schema, x, path ? `${path}.${i}` : String(i), code));
+  } else if (typeof value === 'string' && maxBytes(schema) !== undefined) overlong(value, maxBytes(schema)!, path || 'body', code ?? 'VALIDATION_INVALID_TYPE');
+  else boundDepth(value, path || 'body');
   return value;
 }
 

@@ -3,7 +3,7 @@ import { SHARE_MAX_S } from '../artifacts/service.js';
 import type { Route } from '../http/server.js';
 import { readUpload } from '../http/upload.js';
 import type { Principal } from '../identity/model.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { contentReply, uploadFields } from './content.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
@@ -12,9 +12,9 @@ const invalid = 'ARTIFACT_VALIDATION_FAILED' as const;
 const NonEmpty = Type.String({ minLength: 1 });
 const ListQuery = compile(
   Type.Object({
-    tag: Type.Optional(NonEmpty),
+    tag: Type.Optional(Key('tag')),
     content_type: Type.Optional(NonEmpty),
-    uploaded_by: Type.Optional(NonEmpty),
+    uploaded_by: Type.Optional(Key('foreign_id')),
     since: Type.Optional(Type.String({ format: 'date-time' })),
     after: After,
     limit: Limit,

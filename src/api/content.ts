@@ -3,7 +3,7 @@ import Type from 'typebox';
 import type { Content } from '../blob/content.js';
 import { AppError, type ErrorCode } from '../errors.js';
 import type { Reply } from '../http/server.js';
-import { boundDepth, compile, validate } from '../validation.js';
+import { boundDepth, boundKey, compile, Key, validate } from '../validation.js';
 
 export function contentReply(c: Content, disposition: 'inline' | 'attachment' = 'inline'): Reply {
   const headers: Record<string, string> = {
@@ -24,7 +24,7 @@ export function ifMatch(header: string | undefined): string[] | undefined {
 
 const UploadFields = compile(
   Type.Object({
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    name: Type.Optional(Key('name')),
     parent_id: Type.Optional(Type.String({ minLength: 1 })),
     tags: Type.Optional(Type.String()),
     metadata: Type.Optional(Type.String()),
@@ -46,8 +46,16 @@ export function uploadFields(raw: Record<string, string>, invalid: ErrorCode): F
   return { ...f, tags: f.tags === undefined ? undefined : tagsOf(f.tags, invalid), metadata: f.metadata === undefined ? undefined : objectOf(f.metadata, invalid) };
 }
 
+/** Each tag is a key (an artifact's tag index): bounded here, before a byte of the file is stored. */
 function tagsOf(s: string, invalid: ErrorCode): string[] {
-  if (!s.trim().startsWith('[')) return s.split(',').map((t) => t.trim()).filter(Boolean);
+  const tags = s.trim().startsWith('[') ? tagList(s, invalid) : s.split(',').map((t) => t.trim()).filter(Boolean);
+  if (tags.length > MAX_TAGS) throw new AppError(invalid, `tags holds more than ${MAX_TAGS} items`, { field: 'tags', reason: 'maxItems', limit: MAX_TAGS });
+  return tags.map((t, i) => boundKey(t, `tags.${i}`, 'tag', invalid));
+}
+
+const MAX_TAGS = 100;
+
+function tagList(s: string, invalid: ErrorCode): string[] {
   const v = parse(s, 'tags', invalid);
   if (!Array.isArray(v) || !v.every((t) => typeof t === 'string')) throw new AppError(invalid, 'tags must be an array of strings', { field: 'tags' });
   return v;

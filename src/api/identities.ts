@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { IDENTITY_TYPES } from '../identity/invites.js';
 import type { Principal } from '../identity/model.js';
 import { AgentId } from './auth.js';
@@ -10,10 +10,10 @@ import type { Services } from './services.js';
 const Strings = Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 }));
 const UpdateBody = compile(
   Type.Object({
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    name: Type.Optional(Key('identity_name')),
     type: Type.Optional(Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)))),
-    capabilities: Strings,
-    tags: Strings,
+    capabilities: Type.Optional(Type.Array(Key('capability'), { maxItems: 100 })),
+    tags: Type.Optional(Type.Array(Key('tag'), { maxItems: 100 })),
     is_admin: Type.Optional(Type.Boolean()),
     agent_8004_id: Type.Optional(Type.Union([AgentId, Type.Null()])),
   }),

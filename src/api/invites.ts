@@ -1,13 +1,13 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { IDENTITY_TYPES } from '../identity/invites.js';
 import type { Principal } from '../identity/model.js';
 import { Address, AgentId } from './auth.js';
 import type { Services } from './services.js';
 
 const IdentityType = Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)));
-const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Name = Key('identity_name');
 
 const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()), expires_at: Type.Optional(Type.String({ format: 'date-time' })) }));
 const RedeemBody = compile(
@@ -15,8 +15,8 @@ const RedeemBody = compile(
     code: Type.String({ minLength: 1 }),
     name: Name,
     type: IdentityType,
-    capabilities: Type.Optional(Type.Array(Type.String())),
-    tags: Type.Optional(Type.Array(Type.String())),
+    capabilities: Type.Optional(Type.Array(Key('capability'))),
+    tags: Type.Optional(Type.Array(Key('tag'))),
     wallet_address: Type.Optional(Address),
     message: Type.Optional(Type.String({ minLength: 1, maxLength: 10_000 })),
     signature: Type.Optional(Type.String({ minLength: 1, maxLength: 10_000 })),

@@ -1,8 +1,8 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
-import { EdgeFields, IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Time, UpdateBody } from '../memory/schemas.js';
-import { commaList, compile } from '../validation.js';
+import { EdgeFields, Entity, IdBody, ListFilterFields, Name, Namespace, QueryBody, RelateBody, StoreBody, Time, UpdateBody } from '../memory/schemas.js';
+import { commaList, compile, Key } from '../validation.js';
 import { After, decodeCursor, DEFAULT_LIMIT, encodeCursor, Limit, pageReply } from './paging.js';
 
 /** namespaces an admin's /memory/stats page shows by default: the most a page may hold */
@@ -17,14 +17,15 @@ const GraphQuery = compile(Type.Object({ depth: Type.Optional(Type.Integer({ min
 
 const ShareBody = compile(
   Type.Object({
-    namespace: Name,
+    namespace: Namespace,
     grantee_type: Type.Union([Type.Literal('role'), Type.Literal('ring'), Type.Literal('identity'), Type.Literal('org')]),
-    grantee: Name,
+    grantee: Key('identity_name'),
     expires_at: Type.Optional(Time),
   }),
 );
 
-const JobBody = compile(Type.Object({ namespace: Type.Optional(Name) }));
+const JobBody = compile(Type.Object({ namespace: Type.Optional(Namespace) }));
+const RecallPath = compile(Type.Object({ entity: Entity }));
 const ImportBody = compile(Type.Object({ ndjson: Type.Optional(Type.String({ minLength: 1 })), artifact_id: Type.Optional(Type.String({ minLength: 1 })) }));
 
 const jobRoutes = (s: Services, kind: 're-embed' | 'export' | 'import'): Route<Principal>[] => [
@@ -65,6 +66,7 @@ export const memoryRoutes = (s: Services): Route<Principal>[] => [
   {
     method: 'get',
     path: '/memory/recall/:entity',
+    params: RecallPath,
     auth: 'key',
     query: PageQuery,
     handler: async (r) => pageReply('memories', await s.memories.recall(r.principal, r.params.entity, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),

@@ -1,17 +1,16 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import type { Principal } from '../identity/model.js';
 import type { Services } from './services.js';
 
-const Name = Type.String({ minLength: 1, maxLength: 100 });
 const Strings = Type.Array(Type.String());
 const roleFields = { purpose: Type.Optional(Type.String()), domains: Type.Optional(Strings), duties: Type.Optional(Strings) };
 const ringFields = { purpose: Type.Optional(Type.String()), members: Type.Optional(Strings) };
-const RoleCreate = compile(Type.Object({ name: Name, ...roleFields }));
-const RoleUpdate = compile(Type.Object({ name: Type.Optional(Name), ...roleFields }));
-const RingCreate = compile(Type.Object({ name: Name, ...ringFields }));
-const RingUpdate = compile(Type.Object({ name: Type.Optional(Name), ...ringFields }));
+const RoleCreate = compile(Type.Object({ name: Key('role_name'), ...roleFields }));
+const RoleUpdate = compile(Type.Object({ name: Type.Optional(Key('role_name')), ...roleFields }));
+const RingCreate = compile(Type.Object({ name: Key('ring_name'), ...ringFields }));
+const RingUpdate = compile(Type.Object({ name: Type.Optional(Key('ring_name')), ...ringFields }));
 const FillCreate = compile(Type.Object({ identity_id: Type.String({ minLength: 1 }), role_id: Type.String({ minLength: 1 }) }));
 const FillQuery = compile(Type.Object({ role_id: Type.Optional(Type.String()), identity_id: Type.Optional(Type.String()) }));
 

@@ -1,6 +1,6 @@
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
-import { commaList, compile } from '../validation.js';
+import { commaList, compile, Key } from '../validation.js';
 import { AckBody, ClaimBody, EmitBody, HeartbeatFields, InboxQuery, ReadyQuery, ReceiptBody, SnoozeBody, THREAD_PAGE, ThreadQuery } from '../signals/schemas.js';
 import type { Principal } from '../identity/model.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
@@ -13,13 +13,13 @@ const ListQuery = compile(
   Type.Object({
     after: After,
     limit: Limit,
-    type: Type.Optional(NonEmpty),
+    type: Type.Optional(Key('signal_type')),
     from_identity: Type.Optional(NonEmpty),
     to_role: Type.Optional(NonEmpty),
     to_ring: Type.Optional(NonEmpty),
     task_status: Type.Optional(NonEmpty),
     delivery_state: Type.Optional(DeliveryState),
-    tag: Type.Optional(NonEmpty),
+    tag: Type.Optional(Key('tag')),
     since: Type.Optional(Type.String({ format: 'date-time' })),
   }),
 );

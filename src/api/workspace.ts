@@ -2,15 +2,15 @@ import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import { readUpload } from '../http/upload.js';
 import type { Principal } from '../identity/model.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { contentReply, ifMatch, uploadFields } from './content.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
 
 const invalid = 'WORKSPACE_VALIDATION_FAILED' as const;
 const Id = Type.String({ minLength: 1 });
-const Name = Type.String({ minLength: 1, maxLength: 255 });
-const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 100 });
+const Name = Key('name');
+const Tags = Type.Array(Key('tag'), { maxItems: 100 });
 const Metadata = Type.Record(Type.String(), Type.Unknown());
 const FolderBody = compile(Type.Object({ name: Name, parent_id: Type.Optional(Type.Union([Id, Type.Null()])), tags: Type.Optional(Tags), metadata: Type.Optional(Metadata) }));
 const PatchBody = compile(Type.Object({ tags: Type.Optional(Tags), metadata: Type.Optional(Metadata) }));

@@ -2,14 +2,14 @@ import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
 import { LINK_KINDS, WORKSTREAM_STATUSES } from '../workstreams/model.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.js';
 import type { Services } from './services.js';
 
 const invalid = 'WORKSTREAM_VALIDATION_FAILED' as const;
 const Status = Type.Union(WORKSTREAM_STATUSES.map((s) => Type.Literal(s)));
 const Kind = Type.Union(LINK_KINDS.map((s) => Type.Literal(s)));
-const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 100 });
+const Tags = Type.Array(Key('tag'), { maxItems: 100 });
 const fields = { description: Type.Optional(Type.String({ maxLength: 10_000 })), status: Type.Optional(Status), tags: Type.Optional(Tags) };
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const CreateBody = compile(Type.Object({ name: Name, ...fields }));

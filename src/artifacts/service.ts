@@ -10,12 +10,14 @@ import { encodeTime } from 'ulid';
 import { iso, now } from '../clock.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
+import { boundKey } from '../validation.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store } from '../store/port.js';
 import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
-import { scanDesc, type Scanned } from '../store/scan.js';
+import { forEachPage, scanDesc, type Scanned } from '../store/scan.js';
+import { blobRefOp } from '../blob/refs.js';
 import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
 import { requireMember } from '../workspace/access.js';
@@ -77,7 +79,8 @@ export class Artifacts {
 
   /** An artifact uploaded on behalf of an identity by another part of the service (a memory export). */
   async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string, answersRequest = false): Promise<Artifact> {
-    if (!f.name || f.name.length > 255) throw new AppError('ARTIFACT_VALIDATION_FAILED', 'name must be 1-255 characters', { field: 'name' });
+    boundKey(f.name, 'name', 'name', 'ARTIFACT_VALIDATION_FAILED');
+    f.tags?.forEach((t, i) => boundKey(t, `tags.${i}`, 'tag', 'ARTIFACT_VALIDATION_FAILED'));
     const stored = await this.blobs.put(content, this.maxUploadBytes);
     const a: Artifact = {
       id: newId(), name: f.name, content_type: contentType, size: stored.size, sha256: stored.sha256, tags: [...new Set(f.tags ?? [])],
@@ -86,6 +89,7 @@ export class Artifacts {
     const ops: Op[] = [
       { op: 'put', key: artifactKeys.artifact(a.id), value: a, expect: 0 },
       ...artifactIndexesOf(a).map(([index, member]): Op => ({ op: 'index', index, member })),
+      blobRefOp(a.sha256, artifactKeys.artifact(a.id)),
       eventOp({ type: 'artifact.uploaded', subject: 'artifact', data: a, audience: a.visibility === 'private' ? { identities: [a.uploaded_by] } : { members: true } }),
       ...(answersRequest ? effectOps(a) : []),
     ];
@@ -120,7 +124,18 @@ export class Artifacts {
     return openContent(this.blobs, { sha256: a.sha256, size: a.size, content_type: a.content_type, filename: a.name, etag: a.sha256 }, range);
   }
 
-  /** Removes the record; the bytes stay, as other artifacts or revisions with the same content may share them. */
+  /** Names, in the blob reference index, the content of every artifact (records from before that index). */
+  async indexBlobRefs(): Promise<number> {
+    let n = 0;
+    await forEachPage(this.store, artifactIndexes.all, async (ids) => {
+      const found = (await this.store.getMany<Artifact>(ids.map(artifactKeys.artifact))).flatMap((r) => (r ? [r.value] : []));
+      if (found.length) await this.store.commit(found.map((a) => blobRefOp(a.sha256, artifactKeys.artifact(a.id))));
+      n += found.length;
+    });
+    return n;
+  }
+
+  /** Removes the record and its blob reference; the bytes go with the sweep once no other record names them (docs/storage.md). */
   async remove(p: Principal, id: string): Promise<Artifact> {
     requireMember(p);
     if (!isArtifactId(id)) throw new AppError('ARTIFACT_NOT_FOUND', `No artifact ${id}`);
@@ -128,7 +143,11 @@ export class Artifacts {
       const cur = await this.store.get<Artifact>(artifactKeys.artifact(id));
       if (!cur || !Artifacts.canSee(p, cur.value)) throw new AppError('ARTIFACT_NOT_FOUND', `No artifact ${id}`);
       if (cur.value.uploaded_by !== p.identity.id && !p.identity.is_admin) throw new AppError('ARTIFACT_DELETE_DENIED');
-      const ops: Op[] = [{ op: 'del', key: artifactKeys.artifact(id), expect: cur.version }, ...artifactIndexesOf(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true }))];
+      const ops: Op[] = [
+        { op: 'del', key: artifactKeys.artifact(id), expect: cur.version },
+        ...artifactIndexesOf(cur.value).map(([index, member]): Op => ({ op: 'index', index, member, remove: true })),
+        blobRefOp(cur.value.sha256, artifactKeys.artifact(id), true),
+      ];
       return { result: cur.value, ops };
     });
   }

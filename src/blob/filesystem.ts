@@ -12,7 +12,7 @@ import { now } from '../clock.js';
 import { newId } from '../ids.js';
 import { outOfRoom } from '../store/full.js';
 import { Meter } from './meter.js';
-import { isSha256, type BlobStore, type ByteRange, type Stored } from './port.js';
+import { isSha256, type BlobStore, type ByteRange, type Listed, type Stored } from './port.js';
 
 const STALE_TMP_MS = 3600_000;
 
@@ -79,6 +79,38 @@ export class FilesystemBlobs implements BlobStore {
       () => true,
       () => false,
     );
+  }
+
+  async list(after: string | undefined, limit: number): Promise<Listed[]> {
+    const out: Listed[] = [];
+    const fans = (await readdir(this.objects).catch(() => [] as string[])).filter((d) => after === undefined || d >= after.slice(0, 2)).sort();
+    for (const fan of fans) {
+      const names = (await readdir(join(this.objects, fan)).catch(() => [] as string[])).filter((n) => isSha256(n) && (after === undefined || n > after)).sort();
+      for (const sha256 of names) {
+        const st = await stat(this.path(sha256)).catch(() => undefined);
+        if (st) out.push({ sha256, written_at: st.mtimeMs });
+        if (out.length >= limit) return out;
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Moves the object aside (an atomic rename) and looks at what it moved: an upload that renamed the same
+   * content into place after the sweep read it wrote it just now, and is put back.
+   */
+  async remove(sha256: string, writtenBefore: number): Promise<boolean> {
+    if (!isSha256(sha256)) return false;
+    await (this.dirs ??= mkdir(this.tmp, { recursive: true }));
+    const aside = join(this.tmp, `swept-${newId()}`);
+    if (!(await rename(this.path(sha256), aside).then(() => true, () => false))) return false;
+    const st = await stat(aside);
+    if (st.mtimeMs > writtenBefore) {
+      await rename(aside, this.path(sha256));
+      return false;
+    }
+    await rm(aside, { force: true });
+    return true;
   }
 
   async presign(): Promise<undefined> {

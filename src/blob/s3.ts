@@ -8,7 +8,7 @@ import { Client } from 'minio';
 import { newId } from '../ids.js';
 import { Tally } from './meter.js';
 import type { S3Config } from '../config.js';
-import { isSha256, type BlobStore, type ByteRange, type Stored } from './port.js';
+import { isSha256, type BlobStore, type ByteRange, type Listed, type Stored } from './port.js';
 
 /** the minimum S3 allows; it bounds what one upload holds in memory */
 const PART_SIZE = 5 * 1024 * 1024;
@@ -105,7 +105,8 @@ export class S3Blobs implements BlobStore {
       }
       await upload.finish();
       const sha256 = tally.digest();
-      if (!(await this.has(sha256))) await this.client.copyObject(this.bucket, objectName(sha256), `/${this.bucket}/${tmp}`);
+      // copied even when the hash exists: the copy renews its write time, which the sweep's grace runs from
+      await this.client.copyObject(this.bucket, objectName(sha256), `/${this.bucket}/${tmp}`);
       return { sha256, size: tally.size };
     } catch (e) {
       await upload.abort();
@@ -131,6 +132,29 @@ export class S3Blobs implements BlobStore {
       if ((e as { code?: string }).code === 'NotFound' || (e as { code?: string }).code === 'NoSuchKey') return false;
       throw e;
     }
+  }
+
+  async list(after: string | undefined, limit: number): Promise<Listed[]> {
+    const out: Listed[] = [];
+    const stream = this.client.listObjectsV2(this.bucket, 'objects/', true, after === undefined ? '' : objectName(after));
+    for await (const o of stream as AsyncIterable<{ name?: string; lastModified?: Date }>) {
+      const sha256 = o.name?.slice('objects/'.length) ?? '';
+      if (isSha256(sha256) && o.lastModified) out.push({ sha256, written_at: o.lastModified.getTime() });
+      if (out.length >= limit) {
+        stream.destroy();
+        break;
+      }
+    }
+    return out;
+  }
+
+  /** S3 has no conditional delete here: the write time is read again just before the removal. */
+  async remove(sha256: string, writtenBefore: number): Promise<boolean> {
+    if (!isSha256(sha256)) return false;
+    const st = await this.client.statObject(this.bucket, objectName(sha256)).catch(() => undefined);
+    if (!st || st.lastModified.getTime() > writtenBefore) return false;
+    await this.client.removeObject(this.bucket, objectName(sha256));
+    return true;
   }
 
   presign(sha256: string, expiresS: number, h: { contentType: string; filename: string }): Promise<string> {

@@ -11,6 +11,7 @@ import { peerView, type Peer } from '../org/peers.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Versioned } from '../store/port.js';
 import { SIGNAL, signalView, type Signal } from '../signals/kind.js';
+import { boundTaskType } from '../signals/schemas.js';
 import type { EmitBody, Signals } from '../signals/service.js';
 import { usageKey, type PeerLimiter } from './limits.js';
 import type { Nonces } from './nonces.js';
@@ -86,6 +87,7 @@ export class Inbound {
   async deliver(peer: Peer, signal: DeliveredSignal, hops: number): Promise<Signal> {
     if (!peer.allowed_scopes.includes(signal.signal_type)) throw new AppError('FED_SCOPE_DENIED', `signal_type ${signal.signal_type} is not in the peer's allowed_scopes`, { field: 'signal_type' });
     if (hops >= MAX_HOPS || signal.source_org) throw new AppError('FED_HOP_LIMIT', undefined, { hops });
+    boundTaskType(signal.payload, 'signal.payload.task_type');
     const body: EmitBody = {
       signal_type: signal.signal_type,
       content: signal.content,

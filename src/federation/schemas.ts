@@ -1,7 +1,7 @@
 /** Request schemas of the federation routes: trust (admin Bearer) and the peer calls (proof auth). */
 import Type from 'typebox';
 import { ClaimToken } from '../signals/schemas.js';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 
 const NonEmpty = Type.String({ minLength: 1 });
 const Id = Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9A-Za-z_-]+$' });
@@ -45,7 +45,7 @@ export const DeliverBody = compile(
   Type.Object({
     signal: Type.Object({
       id: Id,
-      signal_type: Type.String({ minLength: 1, maxLength: 100 }),
+      signal_type: Key('signal_type'),
       content: Type.String(),
       from_identity: Type.Optional(Type.Union([Str, Type.Null()])),
       from_role: Type.Optional(Type.Union([Str, Type.Null()])),
@@ -54,7 +54,7 @@ export const DeliverBody = compile(
       to_identity: Type.Optional(Type.Union([NonEmpty, Type.Null()])),
       parent_id: Type.Optional(Type.Union([NonEmpty, Type.Null()])),
       urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-      tags: Type.Optional(Type.Array(Str)),
+      tags: Type.Optional(Type.Array(Key('tag'))),
       metadata: Type.Optional(Obj),
       payload: Type.Optional(Obj),
       source_org: Type.Optional(Type.Union([Str, Type.Null()])),

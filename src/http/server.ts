@@ -79,6 +79,8 @@ export interface Route<P = any> {
   auth: AuthMode;
   body?: Validator;
   query?: Validator;
+  /** path parameters that become store keys (a memory entity): checked like a body, with the route's code */
+  params?: Validator;
   /** the route's own validation code where the interface names one */
   invalid?: ErrorCode;
   /** the domain codes the route can answer, for the OpenAPI document (else its area's codes) */
@@ -196,6 +198,7 @@ export class FrontEnd<P> {
       if (peer !== undefined && this.opts.peerBudget) budget = await this.opts.peerBudget(peer);
       const body = r.body ? validate(r.body, parseJson(raw), r.invalid) : undefined;
       const query = r.query ? validateQuery(r.query, rawQuery) : rawQuery;
+      if (r.params) params = validate(r.params as Validator<Record<string, string>>, params, r.invalid);
       if (x.aborted) return;
       const exec = async () => r.handler({ requestId: rid, params, query, body, headers, principal, peer, stream, ...(r.raw ? { raw: raw ?? Buffer.alloc(0), signal: abortSignal(x) } : {}) });
       const idemKey = r.idempotent && principal ? headers['idempotency-key'] : undefined;

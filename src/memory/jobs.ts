@@ -19,7 +19,7 @@ import type { Logger } from '../log.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op } from '../store/port.js';
-import { checkDepth, compile } from '../validation.js';
+import { checkDepth, compile, Key } from '../validation.js';
 import { canonicalNamespace } from './acl.js';
 import { jobIndexes, jobView, MEMORY_JOB } from './job-kind.js';
 import { memoryIndexes, MEMORY_TYPES, type MemoryRecord } from './model.js';
@@ -39,14 +39,14 @@ const Str = Type.String({ minLength: 1 });
 const ImportLine = compile(
   Type.Object({
     /** ours (a ULID) is kept; any other system's is kept as metadata.source_id (Memories.importOne) */
-    id: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
-    namespace: Str,
+    id: Type.Optional(Key('foreign_id')),
+    namespace: Key('namespace'),
     content: Str,
     memory_type: Type.Optional(Type.Union([...MEMORY_TYPES.map((t) => Type.Literal(t)), Type.Null()])),
     owner: Type.Optional(Str),
-    entity: Type.Optional(Type.Union([Str, Type.Null()])),
+    entity: Type.Optional(Type.Union([Key('entity'), Type.Null()])),
     category: Type.Optional(Type.Union([Str, Type.Null()])),
-    tags: Type.Optional(Type.Array(Str)),
+    tags: Type.Optional(Type.Array(Key('tag'))),
     confidence: Type.Optional(Type.Union([Type.Number({ minimum: 0, maximum: 1 }), Type.Null()])),
     source: Type.Optional(Type.Union([Str, Type.Null()])),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),

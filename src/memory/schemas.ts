@@ -1,11 +1,13 @@
 /** Request schemas of the memory operations, shared by every transport that offers them (REST, /rpc, MCP). */
 import Type from 'typebox';
-import { compile } from '../validation.js';
+import { compile, Key } from '../validation.js';
 import { MEMORY_TYPES } from './model.js';
 
 export const Name = Type.String({ minLength: 1, maxLength: 500 });
 const Content = Type.String({ minLength: 1, maxLength: 100_000 });
-export const Tags = Type.Array(Type.String({ minLength: 1, maxLength: 200 }), { maxItems: 100 });
+export const Tags = Type.Array(Key('tag'), { maxItems: 100 });
+export const Namespace = Key('namespace');
+export const Entity = Key('entity');
 export const MemoryType = Type.Union(MEMORY_TYPES.map((t) => Type.Literal(t)));
 const Embedding = Type.Array(Type.Number(), { minItems: 1, maxItems: 4096 });
 const Confidence = Type.Number({ minimum: 0, maximum: 1 });
@@ -15,10 +17,10 @@ const Id = Type.String({ minLength: 1 });
 
 export const StoreBody = compile(
   Type.Object({
-    namespace: Name,
+    namespace: Namespace,
     content: Content,
     memory_type: Type.Optional(MemoryType),
-    entity: Type.Optional(Name),
+    entity: Type.Optional(Entity),
     category: Type.Optional(Name),
     tags: Type.Optional(Tags),
     confidence: Type.Optional(Confidence),
@@ -37,10 +39,10 @@ export const IdBody = compile(Type.Object({ id: Id }));
 export const QueryBody = compile(
   Type.Object({
     query: Content,
-    namespace: Name,
+    namespace: Namespace,
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     min_score: Type.Optional(Type.Number()),
-    entity: Type.Optional(Name),
+    entity: Type.Optional(Entity),
     category: Type.Optional(Name),
     memory_type: Type.Optional(MemoryType),
     tags: Type.Optional(Tags),
@@ -49,7 +51,7 @@ export const QueryBody = compile(
   }),
 );
 /** the list filter; REST takes `tags` comma-separated in the query, /rpc and MCP as an array */
-export const ListFilterFields = { namespace: Name, category: Type.Optional(Name), entity: Type.Optional(Name), memory_type: Type.Optional(MemoryType) };
+export const ListFilterFields = { namespace: Namespace, category: Type.Optional(Name), entity: Type.Optional(Entity), memory_type: Type.Optional(MemoryType) };
 export const EdgeFields = {
   weight: Type.Optional(Type.Number()),
   metadata: Type.Optional(Metadata),

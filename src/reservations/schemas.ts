@@ -1,9 +1,10 @@
 /** Request schemas of reservations, shared by REST and the method table (/rpc, MCP). */
 import Type from 'typebox';
+import { Key } from '../validation.js';
 
-const Path = Type.String({ minLength: 1, maxLength: 1024 });
+const Path = Key('path');
 export const Paths = Type.Array(Path, { minItems: 1, maxItems: 200 });
-const Project = Type.String({ minLength: 1, maxLength: 200 });
+const Project = Key('project');
 const Ttl = Type.Integer({ minimum: 1 });
 
 export const ReserveSchema = Type.Object({
@@ -12,7 +13,7 @@ export const ReserveSchema = Type.Object({
   ttl_s: Type.Optional(Ttl),
   reason: Type.Optional(Type.String({ maxLength: 1000 })),
   project: Type.Optional(Project),
-  idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+  idempotency_key: Type.Optional(Key('idempotency_key')),
 });
 export const RenewSchema = Type.Object({ ttl_s: Type.Optional(Ttl) });
 export const ListSchema = Type.Object({

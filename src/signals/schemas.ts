@@ -1,6 +1,7 @@
 /** Request schemas of the signal operations, shared by every transport that offers them (REST, WebSocket, /rpc, MCP). */
 import Type from 'typebox';
-import { compile } from '../validation.js';
+import type { ErrorCode } from '../errors.js';
+import { boundKey, compile, Key } from '../validation.js';
 import { ROUTING_POLICIES } from './routing.js';
 import { PRIORITY_MAX } from './kind.js';
 import { RETRY_BACKOFF_LIMIT_MS } from '../config.js';
@@ -17,18 +18,18 @@ export const MAX_ATTEMPTS_LIMIT = 1000;
 
 export const EmitBody = compile(
   Type.Object({
-    signal_type: Type.String({ minLength: 1, maxLength: 100 }),
+    signal_type: Key('signal_type'),
     content: Type.String(),
     from_role: Type.Optional(Str),
     from_identity: Type.Optional(Str),
-    to_role: Type.Optional(NonEmpty),
-    to_ring: Type.Optional(NonEmpty),
-    to_identity: Type.Optional(NonEmpty),
+    to_role: Type.Optional(Key('role_name')),
+    to_ring: Type.Optional(Key('ring_name')),
+    to_identity: Type.Optional(Key('identity_name')),
     to_peer: Type.Optional(NonEmpty),
     parent_id: Type.Optional(NonEmpty),
     urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-    tags: Type.Optional(Type.Array(Str)),
-    target_capabilities: Type.Optional(Type.Array(Str)),
+    tags: Type.Optional(Type.Array(Key('tag'))),
+    target_capabilities: Type.Optional(Type.Array(Key('capability'))),
     routing_policy: Type.Optional(Type.Union(ROUTING_POLICIES.map((p) => Type.Literal(p)))),
     metadata: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     payload: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
@@ -50,9 +51,14 @@ export const EmitBody = compile(
     /** a lease ends this long after the holder's last heartbeat (or claim); tasks only */
     heartbeat_timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
     /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
-    idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255 })),
+    idempotency_key: Type.Optional(Key('idempotency_key')),
   }),
 );
+/** payload is free-form, but a string payload.task_type names an open-task index (signalIndexes.openTasksOfType): a key field. */
+export function boundTaskType(payload: Record<string, unknown> | undefined, field: string, code?: ErrorCode): void {
+  const t = payload?.task_type;
+  if (typeof t === 'string' && t !== '') boundKey(t, field, 'task_type', code);
+}
 const SignalRef = { signal_id: NonEmpty };
 /** the fencing token a claim answered: a renewal or ack naming an older grant's is refused (docs/signals.md, Fencing) */
 export const ClaimToken = Type.Optional(Type.Integer({ minimum: 1 }));
@@ -93,12 +99,12 @@ export const InboxQuery = compile(
     after: Type.Optional(NonEmpty),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
     type: Type.Optional(NonEmpty),
-    ring: Type.Optional(NonEmpty),
-    tag: Type.Optional(NonEmpty),
+    ring: Type.Optional(Key('ring_name')),
+    tag: Type.Optional(Key('tag')),
     delivery_state: Type.Optional(DeliveryState),
     min_urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     view: Type.Optional(Type.Union([Type.Literal('full'), Type.Literal('summary')])),
-    project_tag: Type.Optional(NonEmpty),
+    project_tag: Type.Optional(Key('tag')),
     receipt_state: Type.Optional(Type.Union(['unread', 'acknowledged', 'resolved', 'snoozed'].map((s) => Type.Literal(s)))),
     include_resolved: Type.Optional(Type.Boolean()),
     include_snoozed: Type.Optional(Type.Boolean()),

@@ -16,6 +16,7 @@ import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
+import { boundTaskType } from './schemas.js';
 import { reaches, take, takersOf, type RoutingPolicy } from './routing.js';
 import { readAll, scanDesc, type Scanned } from '../store/scan.js';
 import { auditOps } from '../audit/audit.js';
@@ -163,6 +164,7 @@ export class Signals {
     this.requireMember(p);
     if (body.from_identity !== undefined && body.from_identity !== p.identity.id) throw new AppError('POLICY_IDENTITY_MISMATCH');
     if (!CANONICAL_TYPES.includes(body.signal_type) && this.config.strictSignalTypes) throw new AppError('SIGNAL_EMIT_INVALID_TYPE', `signal_type must be one of ${CANONICAL_TYPES.join(', ')}`, { field: 'signal_type' });
+    boundTaskType(body.payload, 'payload.task_type', 'SIGNAL_EMIT_VALIDATION_FAILED');
     assertInScope(p.key, { signal_type: body.signal_type, to_ring: body.to_ring ?? null, payload: body.payload ?? {} });
     if (body.ack_due_in_s !== undefined && body.ack_required !== true)
       throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'ack_due_in_s needs ack_required: true', { field: 'ack_due_in_s' });

@@ -5,8 +5,8 @@
 import Type, { type TSchema } from 'typebox';
 import { AppError, clientError, isAppError } from '../errors.js';
 import type { Principal } from '../identity/model.js';
-import { commaList, compile, validate, type Validator } from '../validation.js';
-import { IdBody, ListFilterFields, Name, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
+import { commaList, compile, Key, validate, type Validator } from '../validation.js';
+import { Entity, IdBody, ListFilterFields, QueryBody, RelateBody, StoreBody, Tags, UpdateParams } from '../memory/schemas.js';
 import type { StoreBody as StoreFields } from '../memory/service.js';
 import { AckBody, ClaimBody, ClaimToken, EmitBody, HeartbeatBody, InboxQuery, ReadyQuery, THREAD_PAGE, ThreadBody } from '../signals/schemas.js';
 import type { EmitBody as EmitFields } from '../signals/service.js';
@@ -32,15 +32,15 @@ const obj = <T extends Record<string, TSchema>>(props: T) => compile(Type.Object
 
 export const SearchParams = obj({
   text: Type.Optional(Type.String()),
-  tags: Type.Optional(Type.Array(Type.String())),
-  type: Type.Optional(NonEmpty),
+  tags: Type.Optional(Type.Array(Key('tag'))),
+  type: Type.Optional(Key('signal_type')),
   role: Type.Optional(NonEmpty),
   ring: Type.Optional(NonEmpty),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
 });
 export const BatchEmitParams = obj({ signals: Type.Array(EmitBody.schema, { minItems: 1, maxItems: 100 }) });
 export const NextParams = obj({
-  task_types: Type.Optional(Type.Array(NonEmpty)),
+  task_types: Type.Optional(Type.Array(Key('task_type'))),
   lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
   complete_claim: Type.Optional(NonEmpty),
   release_claim: Type.Optional(NonEmpty),
@@ -58,7 +58,7 @@ export const HandoffParams = obj({
   links: Type.Optional(Type.Array(Type.Object({ kind: NonEmpty, id: NonEmpty }))),
   acceptance_criteria: Type.Optional(Type.Array(Type.String())),
   urgency: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
-  task_type: Type.Optional(NonEmpty),
+  task_type: Type.Optional(Key('task_type')),
   complete_claim: Type.Optional(NonEmpty),
   release_claim: Type.Optional(NonEmpty),
   /** the claim_token of the claim complete_claim or release_claim ends */
@@ -66,7 +66,7 @@ export const HandoffParams = obj({
 });
 const PageParams = obj({ after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 const MemoryListParams = obj({ ...ListFilterFields, tags: Type.Optional(Tags), after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
-const RecallParams = obj({ entity: Name, after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
+const RecallParams = obj({ entity: Entity, after: Type.Optional(NonEmpty), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })) });
 const NoParams = compile(Type.Object({}, { additionalProperties: false }));
 
 type Params<V> = V extends Validator<infer T> ? T : never;

@@ -11,11 +11,13 @@ import type { WorkspaceDeleteConfig } from '../config.js';
 import type { Logger } from '../log.js';
 import { eventOp } from '../journal/journal.js';
 import { AppError } from '../errors.js';
+import { boundKey } from '../validation.js';
 import { newId } from '../ids.js';
 import type { Principal } from '../identity/model.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Op, Store, Versioned } from '../store/port.js';
-import { readAll, scanDesc, type Scanned } from '../store/scan.js';
+import { forEachPage, loadAll, readAll, scanDesc, type Scanned } from '../store/scan.js';
+import { blobRefOp } from '../blob/refs.js';
 import { committedEffect, effectOps } from '../store/idempotency.js';
 import { openContent, type Content, type RangeAsk } from '../blob/content.js';
 import type { BlobStore } from '../blob/port.js';
@@ -358,7 +360,25 @@ export class Workspace {
     return [
       { op: 'put', key: keys.revision(rev.id), value: rev, expect: 0 },
       { op: 'index', index: ix.revisions(rev.item_id), member: rev.id },
+      blobRefOp(rev.sha256, keys.revision(rev.id)),
     ];
+  }
+
+  /** Names, in the blob reference index, the content of every revision of the live tree (records from before that index). */
+  async indexBlobRefs(): Promise<number> {
+    let n = 0;
+    for (const folders: (string | null)[] = [null]; folders.length; ) {
+      await forEachPage(this.store, ix.children(folders.pop()!), async (ids) => {
+        const items = (await this.store.getMany<WorkspaceItem>(ids.map(keys.item))).flatMap((r) => (r ? [r.value] : []));
+        folders.push(...items.filter((it) => it.kind === 'folder').map((it) => it.id));
+        for (const file of items.filter((it) => it.kind === 'file')) {
+          const revs = await loadAll<Revision>(this.store, ix.revisions(file.id), keys.revision);
+          if (revs.length) await this.store.commit(revs.map((r) => blobRefOp(r.sha256, keys.revision(r.id))));
+          n += revs.length;
+        }
+      });
+    }
+    return n;
   }
 
   async history(p: Principal, id: string, before: string | undefined, limit: number): Promise<Scanned<Revision>> {
@@ -432,8 +452,9 @@ function withRevision(item: WorkspaceItem, rev: Revision): WorkspaceItem {
 }
 
 function assertName(name: string): void {
-  if (!name || name.length > 255 || /[/\\\u0000-\u001f]/.test(name) || name === '.' || name === '..' || name.trim() !== name) {
-    throw new AppError('WORKSPACE_VALIDATION_FAILED', 'name must be 1-255 characters, without slashes or control characters, not . or .., no leading or trailing spaces', { field: 'name' });
+  boundKey(name, 'name', 'name', 'WORKSPACE_VALIDATION_FAILED');
+  if ( /[/\\\u0000-\u001f]/.test(name) || name === '.' || name === '..' || name.trim() !== name) {
+    throw new AppError('WORKSPACE_VALIDATION_FAILED', 'name must be 1-255 bytes, without slashes or control characters, not . or .., no leading or trailing spaces', { field: 'name' });
   }
 }
 

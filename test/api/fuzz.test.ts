@@ -4,7 +4,8 @@
  * session opened by hand (initialize, initialized), then random `tools/call` arguments for every tool of
  * `tools/list`, random `resources/read` URIs and random methods. Malformed JSON, wrong types, huge strings
  * and arrays, deep nesting, `__proto__`/`constructor` keys, invalid UTF-8, oversized bodies and frames,
- * unknown fields: every answer is a catalogue error (4xx with the envelope, a JSON-RPC error carrying its
+ * unknown fields, keys past LMDB's key size in every field that may become one (and in uploads' tags and
+ * names, queries and path parameters): every answer is a catalogue error (4xx with the envelope, a JSON-RPC error carrying its
  * code) or a success, never a 500 or a crash, and a refusal changes no state (a snapshot of record counts:
  * signals, identities, keys, invites, roles, rings, fills, webhooks, artifacts, workstreams, memories,
  * shares, workspace items and every actor kind). CI runs a short pass; `npm run fuzz` sets FUZZ_RUNS for a
@@ -43,6 +44,14 @@ const nested = (n: number) => `${'{"a":'.repeat(n)}1${'}'.repeat(n)}`;
 const PLAUSIBLE = '"signal_type":"task","content":"deep","name":"deep","namespace":"deep","type":"agent"';
 const deepIn = (field: string, n: number) => Buffer.from(`{${PLAUSIBLE},${JSON.stringify(field)}:${field === 'resources' ? `[${nested(n)}]` : nested(n)}}`);
 const DEEP_LEVELS = [65, 1_000, 5_000];
+/** Past LMDB's key size on its own, and in three-byte characters (the bounds count bytes). */
+const OVERLONG = 'k'.repeat(1000) + '中'.repeat(400);
+/** Fields that become (part of) store keys or index names somewhere (validation.ts, KEY_LIMITS). */
+const KEY_FIELDS = ['signal_type', 'tags', 'tag', 'name', 'namespace', 'entity', 'project', 'paths', 'path', 'to_role', 'to_ring', 'to_identity', 'target_capabilities', 'capabilities', 'idempotency_key', 'task_types', 'task_type', 'type', 'grantee', 'uploaded_by'];
+const PLAUSIBLE_BODY = { signal_type: 'task', content: 'keys', name: 'keys', namespace: 'org', type: 'agent', paths: ['a.ts'] };
+/** A plausible body with one key field overlong: a list field as a list holding it. */
+const LIST_FIELDS = new Set(['tags', 'paths', 'target_capabilities', 'capabilities', 'task_types']);
+const overlongIn = (f: string) => ({ ...PLAUSIBLE_BODY, [f]: LIST_FIELDS.has(f) ? ['ok', OVERLONG] : OVERLONG });
 /** The fixed hostile corpus every body route gets once, whatever the seed. */
 const HOSTILE: [string, Buffer][] = [
   ['malformed JSON', Buffer.from('{"signal_type": "task", ')],
@@ -61,6 +70,9 @@ const HOSTILE: [string, Buffer][] = [
   ['a huge array', Buffer.from(JSON.stringify({ tags: Array.from({ length: 50_000 }, (_, i) => `t${i}`), signals: Array.from({ length: 5_000 }, () => ({})), content: 'x' }))],
   ['wrong types everywhere', Buffer.from(JSON.stringify(Object.fromEntries(FIELDS.filter((f) => f !== '__proto__').map((f, i) => [f, [1, true, null, [], {}, -1.5, 1e308][i % 7]]))))],
   ['an oversized body', Buffer.alloc(1024 * 1024 + 10, 'a')],
+  // keys past LMDB's key size (1978 bytes) in every field that may become one, alone in an otherwise plausible body
+  ...KEY_FIELDS.map((f): [string, Buffer] => [`${f} an overlong key`, Buffer.from(JSON.stringify(overlongIn(f)))]),
+  ['payload.task_type an overlong key', Buffer.from(JSON.stringify({ ...PLAUSIBLE_BODY, payload: { task_type: OVERLONG } }))],
 ];
 
 const CRLF = '\r\n';
@@ -88,6 +100,10 @@ const HOSTILE_UPLOADS: [string, string, Buffer][] = [
   ['a quoted boundary never closed', 'multipart/form-data; boundary="', Buffer.from(`--"${CRLF}`)],
   ['a raw body with no name', 'application/octet-stream', Buffer.from([0, 1, 2, 255])],
   ['a raw JSON body', 'application/json', Buffer.from('{"name":"x","__proto__":{"polluted":1}}')],
+  // an overlong tag once answered 500 on LMDB, its blob already written
+  ...['tags', 'name'].map((f): [string, string, Buffer] => [`an overlong ${f}`, 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition(f)], OVERLONG), part('b', [disposition('file', 'k.txt')], 'k'), closing('b')])]),
+  ['an overlong tag in a JSON array', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition('tags')], JSON.stringify(['ok', OVERLONG])), part('b', [disposition('file', 'k.txt')], 'k'), closing('b')])],
+  ['an overlong file name', 'multipart/form-data; boundary=b', Buffer.concat([part('b', [disposition('file', OVERLONG)], 'k'), closing('b')])],
 ];
 
 /** Random upload bodies: multipart with random parts (names among the upload fields), a boundary that matches or not, cut anywhere. */
@@ -121,8 +137,8 @@ const bodyArb: fc.Arbitrary<Buffer> = fc.oneof(
   fc.string({ maxLength: 200 }).map((s) => Buffer.from(s)),
   fc.uint8Array({ maxLength: 300 }).map((a) => Buffer.from(a)),
 );
-const paramArb = fc.oneof(fc.constant('x'), fc.string({ maxLength: 40 }), fc.constant('%E0%A4%A'), fc.constant('..%2F..%2Fetc'), fc.constant('__proto__'));
-const queryArb = fc.dictionary(fc.constantFrom('limit', 'after', 'type', 'ring', 'role', 'q', 'parent_id', 'since', 'state', 'namespace', '__proto__', 'x'), fc.string({ maxLength: 30 }), { maxKeys: 4 });
+const paramArb = fc.oneof(fc.constant('x'), fc.string({ maxLength: 40 }), fc.constant('%E0%A4%A'), fc.constant('..%2F..%2Fetc'), fc.constant('__proto__'), fc.constant(OVERLONG));
+const queryArb = fc.dictionary(fc.constantFrom('limit', 'after', 'type', 'ring', 'role', 'q', 'parent_id', 'since', 'state', 'namespace', 'tag', 'entity', 'uploaded_by', 'project', '__proto__', 'x'), fc.oneof(fc.string({ maxLength: 30 }), fc.constant(OVERLONG)), { maxKeys: 4 });
 
 for (const backend of BACKENDS) {
   describe(`fuzzing on ${backend}`, () => {
@@ -203,7 +219,7 @@ for (const backend of BACKENDS) {
         }
       }
       expect(failures).toEqual([]);
-    }, 180_000);
+    }, 360_000);
 
     it('random bodies, path parameters and queries on every route of the live table (random multipart on the upload routes)', async () => {
       const failures: string[] = [];
@@ -230,6 +246,10 @@ for (const backend of BACKENDS) {
           const res = await member.client.post('/rpc', `{"jsonrpc":"2.0","id":1,"method":${JSON.stringify(method)},"params":${deepIn('metadata', n)}}`);
           expect(res.status, `${method} with metadata ${n} deep: ${JSON.stringify(res.body).slice(0, 200)}`).toBeLessThan(500);
           if (res.body.error) expect(moved(before, await counts())).toEqual([]);
+        }
+        for (const f of KEY_FIELDS) {
+          const res = await member.client.post('/rpc', { jsonrpc: '2.0', id: 1, method, params: overlongIn(f) });
+          if (res.status >= 500 || (res.body.error && !(res.body.error.data?.code in catalogue))) failures.push(`${method} with an overlong ${f}: ${res.status} ${JSON.stringify(res.body).slice(0, 200)}`);
         }
         await fc.assert(
           fc.asyncProperty(fc.jsonValue({ maxDepth: 3 }), async (params) => {
@@ -312,6 +332,7 @@ for (const backend of BACKENDS) {
       for (const tool of [...tools, { name: 'svc_no_such_tool', inputSchema: {} }, { name: '__proto__', inputSchema: {} }]) {
         for (const n of DEEP_LEVELS) await check(`tools/call ${tool.name} with metadata ${n} deep`, 'tools/call', undefined, `{"name":${JSON.stringify(tool.name)},"arguments":${deepIn('metadata', n)}}`);
         const own = Object.keys(tool.inputSchema.properties ?? {});
+        for (const f of own.filter((k) => KEY_FIELDS.includes(k))) await check(`tools/call ${tool.name} with an overlong ${f}`, 'tools/call', { name: tool.name, arguments: overlongIn(f) });
         const keys = fc.constantFrom(...new Set([...own, ...FIELDS]));
         const args = fc.oneof(
           // the tool's own fields (and hostile ones) with any JSON values
@@ -394,6 +415,8 @@ for (const backend of BACKENDS) {
       }
       // every op with a free-form field too deep, in an otherwise plausible frame
       for (const op of WS_OPS) for (const n of DEEP_LEVELS) await exchange(Buffer.from(`{"op":${JSON.stringify(op)},"id":"deep",${deepIn('metadata', n).subarray(1)}`));
+      // every op with each key field overlong
+      for (const op of WS_OPS) for (const f of KEY_FIELDS) await exchange(JSON.stringify({ ...overlongIn(f), op, id: 'keys' }));
       expect(failures).toEqual([]);
       // the socket still works: an op after the garbage is answered
       const sig = await emitOk(root, { signal_type: 'task', content: 'after fuzz' });

@@ -116,8 +116,42 @@ describe.each(ADAPTERS)('blob store contract on %s', (adapter) => {
     expect(tail.equals(body.subarray(body.length - 10))).toBe(true);
   }, 60_000);
 
+  it('lists objects in hash order with their write times, a page at a time', async () => {
+    const shas = await Promise.all(['list a', 'list b', 'list c'].map(async (t) => (await f.blobs.put(chunks(t), 1024)).sha256));
+    const all = await f.blobs.list(undefined, 10_000);
+    expect(all.map((b) => b.sha256)).toEqual([...all.map((b) => b.sha256)].sort());
+    expect(all.map((b) => b.sha256)).toEqual(expect.arrayContaining(shas));
+    for (const b of all) expect(Math.abs(b.written_at - Date.now())).toBeLessThan(120_000);
+    const first = await f.blobs.list(undefined, 2);
+    const rest = await f.blobs.list(first[1].sha256, 10_000);
+    expect([...first, ...rest].map((b) => b.sha256)).toEqual(all.map((b) => b.sha256));
+  });
+
+  it('removes an object only when it was written before the bound', async () => {
+    const { sha256 } = await f.blobs.put(chunks('to be removed'), 1024);
+    const writtenAt = (await f.blobs.list(undefined, 10_000)).find((b) => b.sha256 === sha256)!.written_at;
+    expect(await f.blobs.remove(sha256, writtenAt - 60_000)).toBe(false);
+    expect(await f.blobs.has(sha256)).toBe(true);
+    expect(await f.blobs.remove(sha256, Date.now() + 60_000)).toBe(true);
+    expect(await f.blobs.has(sha256)).toBe(false);
+    expect(await f.blobs.remove(sha256, Date.now() + 60_000)).toBe(false);
+    expect(await f.blobs.remove('not-a-hash', Date.now())).toBe(false);
+  });
+
   // S3 removes its temporary object in the same call that made it; only the filesystem can be left with one
   if (adapter === 'filesystem') {
+    it('filesystem: storing content already there renews its write time', async () => {
+      const { sha256 } = await f.blobs.put(chunks('stored twice'), 1024);
+      const old = new Date(Date.now() - 2 * 3600_000);
+      await utimes(join(dir!, 'blobs', 'objects', sha256.slice(0, 2), sha256), old, old);
+      const before = (await f.blobs.list(undefined, 10_000)).find((b) => b.sha256 === sha256)!.written_at;
+      expect(before).toBeLessThan(Date.now() - 3600_000);
+      await f.blobs.put(chunks('stored twice'), 1024);
+      const after = (await f.blobs.list(undefined, 10_000)).find((b) => b.sha256 === sha256)!.written_at;
+      expect(after).toBeGreaterThan(Date.now() - 60_000);
+      expect(await f.blobs.remove(sha256, Date.now() - 3600_000)).toBe(false);
+    });
+
     it('filesystem: opening removes uploads a crash left behind an hour ago, not ones in flight', async () => {
       const tmp = join(dir!, 'blobs', 'tmp');
       await writeFile(join(tmp, 'stale'), 'x');
