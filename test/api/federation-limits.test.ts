@@ -82,7 +82,7 @@ for (const backend of BACKENDS) {
       expect(fine.headers).toMatchObject({ 'ratelimit-limit': '600', 'ratelimit-remaining': '599' });
 
       const row = await peerRow(root.client, limited.peer_id);
-      expect(row).toMatchObject({ rate_limit: 3, limits: { rate_limit: 3, storage_quota_bytes: 1024 ** 3 }, usage: { requests: { limit: 3, used: 3, remaining: 0 }, stored_signals: 1 } });
+      expect(row).toMatchObject({ rate_limit: 3, limits: { rate_limit: 3, storage_quota_bytes: 100 * 1024 ** 2 }, usage: { requests: { limit: 3, used: 3, remaining: 0 }, stored_signals: 1 } });
       expect((await peerRow(root.client, other.peer_id)).usage.requests).toMatchObject({ limit: 600, used: 1, remaining: 599 });
 
       // raising the peer's budget lets it through at once
@@ -126,7 +126,7 @@ for (const backend of BACKENDS) {
       expect(await peerRow(root.client, small.peer_id)).toMatchObject({ storage_quota_bytes: 100_000, limits: { storage_quota_bytes: 100_000, rate_limit: 600 }, usage: { stored_signals: 3 } });
       // null goes back to the setting's default
       expect(expectOk(await root.client.patch(`/org/company/peers/${small.peer_id}`, { storage_quota_bytes: null }))).toMatchObject({ storage_quota_bytes: null });
-      expect((await peerRow(root.client, small.peer_id)).limits.storage_quota_bytes).toBe(1024 ** 3);
+      expect((await peerRow(root.client, small.peer_id)).limits.storage_quota_bytes).toBe(100 * 1024 ** 2);
     });
 
     it('concurrent deliveries of one peer add up: the accepted ones fit the quota, the others are FED_QUOTA_EXCEEDED', async () => {

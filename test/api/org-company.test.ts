@@ -78,7 +78,7 @@ describe.each(BACKENDS)('org company, peers, discovery, policy, config on %s', (
       expect(all.map((x: any) => x.id)).toEqual([q.id, p.id]);
       // the admin view is the peer list with each peer's outbound delivery counts, its limits in force and its usage
       const none = { delivered: 0, failed: 0, pending: 0, last_error: null };
-      const limits = { rate_limit: 600, storage_quota_bytes: 1024 ** 3 };
+      const limits = { rate_limit: 600, storage_quota_bytes: 100 * 1024 ** 2 };
       const usage = { stored_bytes: 0, stored_signals: 0, requests: { limit: 600, used: 0, remaining: 600, reset_ms: expect.any(Number) } };
       expect(expectOk(await root.client.get('/admin/peers'))).toEqual(all.map((x: any) => ({ ...x, deliveries: none, limits, usage })));
       expect(expectOk(await root.client.get('/admin/peers?status=suspended')).map((x: any) => x.id)).toEqual([p.id]);
