@@ -3,7 +3,6 @@
  * frames with a commit-ordered cursor; the client sends ops answered by `result` or `error` frames that
  * carry the REST envelopes and codes.
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { TemplatedApp, WebSocket } from 'uWebSockets.js';
 import { AppError, clientError, errorBody, isAppError } from '../errors.js';
 import { requestId } from '../ids.js';
@@ -27,6 +26,8 @@ interface SocketData {
   /** the journal cursor before the key was checked */
   verifiedAt: number;
   conn?: Connection;
+  /** the upgrade's own view of the connection its open made (uWS hands the open handler a copy of this data) */
+  opened: { conn?: Connection };
   /** gives back the client address's place (src/realtime/held.ts) */
   release: () => void;
 }
@@ -114,6 +115,8 @@ class Connection implements Subscriber {
     principal: Principal,
     private key: string,
     verifiedAt: number,
+    /** the `?after=` cursor the socket resumes from */
+    private after: number | undefined,
   ) {
     this.audience = new Audience(principal, rt.reach, false);
     this.credential = new Credential(rt.store, key, this.audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.fatal(closeCodeOf(e), e));
@@ -214,6 +217,13 @@ class Connection implements Subscriber {
       .then(() => (this.closed ? undefined : task()))
       .catch((err) => this.rt.log.error({ err }, 'websocket op failed'))
       .finally(() => this.pending--);
+  }
+
+  /** The welcome frame, then live pushes (or the `?after=` replay first): unless uWS closed the socket in its upgrade. */
+  start(): void {
+    if (this.closed) return;
+    this.frame({ type: 'welcome', identity_id: this.audience.principal.identity.id, cursor: String(this.rt.hub.cursor) });
+    this.attach(this.after);
   }
 
   /** The connect-time attach (and its replay) runs first: ops wait behind it. */
@@ -345,19 +355,20 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
           const after = q.has('after') ? parseCursor(q.get('after')) : undefined;
           if (after !== undefined) await rt.hub.assertResumable(after);
           await rt.reach.load(principal.identity.id);
-          // Upgrade in a turn of its own: a continuation run in the microtask checkpoint of another uWS callback
-          // (another socket corked, its request being parsed) had the new socket closed at once, 1006 at the
-          // client right after its welcome frame (docs/reliability.md, flaky tests).
-          await nextTurn();
           if (aborted) return;
+          const data: SocketData = { principal, key, after, verifiedAt, release, opened: {} };
           res.cork(() => {
             // uWS writes headers on a 101 only after its status line is written first
             if (principal.rate) {
               res.writeStatus('101 Switching Protocols');
               for (const [name, value] of Object.entries(rateHeaders(principal.rate))) res.writeHeader(name, value);
             }
-            res.upgrade<SocketData>({ principal, key, after, verifiedAt, release }, secKey, secProtocol, secExtensions, context);
+            res.upgrade<SocketData>(data, secKey, secProtocol, secExtensions, context);
           });
+          // The welcome marks an open socket, so it goes out once the upgrade has returned: this uWS build, upgrading
+          // after an await, now and then closes the new socket inside the upgrade itself (1006 at the client); such
+          // a socket gets no welcome, and to its client it is a connect that failed (docs/realtime.md).
+          data.opened.conn?.start();
         } catch (e) {
           release();
           if (aborted) return;
@@ -373,11 +384,10 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
     },
     open: (ws) => {
       const d = ws.getUserData();
-      const conn = new Connection(ws, rt, d.principal, d.key, d.verifiedAt);
+      const conn = new Connection(ws, rt, d.principal, d.key, d.verifiedAt, d.after);
       d.conn = conn;
+      d.opened.conn = conn;
       rt.presence.connected(d.principal.identity.id);
-      conn.frame({ type: 'welcome', identity_id: d.principal.identity.id, cursor: String(rt.hub.cursor) });
-      conn.attach(d.after);
     },
     drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {

@@ -73,8 +73,21 @@ export class PushSocket {
     );
   }
 
-  /** Connects and waits for the welcome frame. */
+  /**
+   * Connects and waits for the welcome frame. A socket that ends before its welcome never opened (the service
+   * sends the welcome once the upgrade has returned, and uWS now and then closes a socket inside an async
+   * upgrade: docs/realtime.md): like any client, this one connects again, at most twice more.
+   */
   static async open(httpUrl: string, key: string, opts: OpenOptions = {}): Promise<PushSocket> {
+    for (let attempt = 1; ; attempt++) {
+      const s = await PushSocket.connect(httpUrl, key, opts);
+      await waitFor(() => s.frames.some((f) => f.type === 'welcome') || s.closeInfo !== undefined, 5000, `${s.label}: welcome frame`);
+      if (s.frames.some((f) => f.type === 'welcome')) return s;
+      if (attempt === 3 || s.closeInfo?.code !== 1006) throw new Error(`${s.label}: closed ${s.closeInfo?.code} before its welcome frame`);
+    }
+  }
+
+  private static async connect(httpUrl: string, key: string, opts: OpenOptions): Promise<PushSocket> {
     const q = new URLSearchParams();
     if (opts.via === 'query') q.set('token', key);
     if (opts.after !== undefined) q.set('after', opts.after);
@@ -86,7 +99,6 @@ export class PushSocket {
       ws.once('error', reject);
       ws.once('unexpected-response', (_req, res) => reject(new Error(`${s.label}: upgrade refused with ${res.statusCode}`)));
     });
-    await waitFor(() => s.frames.some((f) => f.type === 'welcome'), 5000, `${s.label}: welcome frame`);
     return s;
   }
 
