@@ -75,7 +75,7 @@ const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim
  */
 export const PROFILES: Record<string, string[]> = {
   core: CORE,
-  tasks: [...CORE, 'svc_claim_task', 'svc_my_tasks', 'svc_ready_tasks', 'svc_task_graph', 'svc_search_signals', 'svc_batch_emit', 'svc_list_roles', 'svc_list_rings'],
+  tasks: [...CORE, 'svc_claim_task', 'svc_my_tasks', 'svc_ready_tasks', 'svc_task_graph', 'svc_heartbeat_task', 'svc_retry_task', 'svc_search_signals', 'svc_batch_emit', 'svc_list_roles', 'svc_list_rings'],
   memory: [...CORE, 'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate'],
   reservations: [...CORE, 'svc_reserve_paths', 'svc_release_paths', 'svc_check_reservations'],
   all: [...new Set([...Object.keys(TOOLS), ...Object.keys(PROFILE_TOOLS)])],
