@@ -7,8 +7,8 @@ export default defineConfig({
     testTimeout: 60000,
     hookTimeout: 60000,
     pool: 'forks',
-    // most files wait on child processes, timers and sockets: three workers keep two cores busy (the default is cores - 1)
-    maxWorkers: 3,
+    // most files wait on child processes and sockets: two workers keep both cores busy (the default is cores - 1)
+    maxWorkers: 2,
     reporters: ['default', './test/summary-reporter.ts'],
   },
 });
