@@ -1,8 +1,9 @@
 /**
  * A reconnect storm: after a restart, STORM_SOCKETS sockets (5,000 unless set) reconnect at once with the same
- * `?after=` cursor. Each must get exactly the signals it missed, in order, while `/health` and an emit (timed by
- * curl, outside this busy test process) stay answered within a bound relative to a baseline measured here, and
- * the service's peak memory stays within the bound docs/realtime.md documents.
+ * `?after=` cursor. Each must get exactly the signals it missed, in order, while `/health` and an emit (sent by
+ * curl, outside this busy test process) are answered before the replays end, and the service's peak memory stays
+ * within the bound docs/realtime.md documents. Their latencies are printed, not asserted: latency is measured by
+ * benchmarks, and a bound in wall-clock time here would be a verdict about the machine's load.
 
  */
 import { execFile } from 'node:child_process';
@@ -95,12 +96,13 @@ describe.each(BACKENDS)('reconnect storm on %s', (backend) => {
       sockets.push(connect(1));
     }
 
-    const during: { health: number[]; emit: number[] } = { health: [], emit: [] };
+    const during: { health: number[]; emit: number[]; whileReplaying: number } = { health: [], emit: [], whileReplaying: 0 };
     const probing = (async () => {
       while (done < SOCKETS && problems.length === 0) {
         const h = await health();
         const e = await emit();
         expect([h.status, e.status]).toEqual([200, 201]);
+        if (done < SOCKETS) during.whileReplaying++;
         during.health.push(h.ms);
         during.emit.push(e.ms);
       }
@@ -113,13 +115,10 @@ describe.each(BACKENDS)('reconnect storm on %s', (backend) => {
       expect(cursors[i].every((c, j) => j === 0 || c > cursors[i][j - 1]), `socket ${i} cursors increase`).toBe(true);
     }
 
-    // generous relative to the quiet baseline (this machine may be loaded), and never the 15 s seen before replays took turns
-    const bound = (base: number) => Math.max(2000, 20 * base);
-    expect(during.health.length, 'probes answered while the replays ran').toBeGreaterThan(0);
-    expect(Math.max(...during.health), `/health during the storm (baseline ${baseline.health} ms)`).toBeLessThan(bound(baseline.health));
-    expect(Math.max(...during.emit), `emit during the storm (baseline ${baseline.emit} ms)`).toBeLessThan(bound(baseline.emit));
+    // a loop held by the replays (before they took turns) answered the first probe only once every socket had caught up
+    expect(during.whileReplaying, '/health and an emit answered while the replays still ran').toBeGreaterThan(0);
     expect(await peakRssMiB(svc.proc.pid!)).toBeLessThan(PEAK_RSS_MIB);
-    console.log(`${backend}: ${SOCKETS} sockets; ${during.health.length} probes; /health max ${Math.max(...during.health)} ms (baseline ${baseline.health}); emit max ${Math.max(...during.emit)} ms (baseline ${baseline.emit}); peak RSS ${(await peakRssMiB(svc.proc.pid!)).toFixed(0)} MiB`);
+    console.log(`${backend}: ${SOCKETS} sockets; ${during.health.length} probes (${during.whileReplaying} answered while replaying); /health max ${Math.max(...during.health)} ms (baseline ${baseline.health}); emit max ${Math.max(...during.emit)} ms (baseline ${baseline.emit}); peak RSS ${(await peakRssMiB(svc.proc.pid!)).toFixed(0)} MiB`);
     for (const ws of sockets) ws.terminate();
   }, 360_000);
 });
