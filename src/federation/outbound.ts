@@ -193,7 +193,7 @@ export class FederationOut {
     // the attempt number fences the result: a late one (its attempt timed out, another began) records nothing, the signal's mark included
     const mark = remote_id ? { type: 'FED_DELIVERED', remote_id } : conflict ? { type: 'FED_CONFLICT', conflict } : undefined;
     const marked = mark ? (rec: ActorRecord<FederationDeliveryContext>) => (rec.value === 'delivered' ? this.markOps(c.signal_id, mark) : []) : undefined;
-    await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true, extra: marked });
+    this.out.recorded(await this.rt.send(FEDERATION_DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...result }, { quiet: true, extra: marked }), id, c.attempt_count);
   }
 
   /** The signal's FED_DELIVERED mark (the peer's copy id) or FED_CONFLICT mark, written in the commit that records the delivery. */

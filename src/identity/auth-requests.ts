@@ -90,7 +90,7 @@ export class AuthRequests {
         const taken = new AppError('IDENTITY_VALIDATION_FAILED', `An identity named "${c.name}" exists`, { field: 'name', reason: 'taken' });
         const plan = await identityPlan(this.store, { id: identityId, name: c.name, type: c.type, is_admin: false, wallet_address: c.wallet_address, agent_8004_id: c.agent_8004_id }, taken, { standing: standingOf(admin.key), key: false, by: admin.identity.id });
         identity = plan.identity;
-        return [...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId } })];
+        return [...plan.ops, ...auditOps({ actor: admin.identity.id, action: 'auth_request.approve', target: id, requestId: admin.requestId, details: { identity_id: identityId, ...plan.bound } })];
       },
     });
     return { ...authRequestView(done!.record), identity };

@@ -68,13 +68,16 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
     // the outbox: webhooks hear of the join from the commit that made it
     { op: 'append', log: ORG_LOG, entry: { type: 'identity.joined', at: now, identity: { id: identity.id, name: identity.name, type: identity.type, is_admin: identity.is_admin, created_at: now } } satisfies OrgLogEntry },
   ];
-  if (identity.wallet_address) {
-    const binding: WalletBinding = { id: identity.id, standing: grant.standing, key: key?.record.id ?? null, bound_by: grant.by ?? identity.id, bound_at: now };
-    ops.push({ op: 'put', key: keys.wallet(identity.wallet_address), value: binding, expect: 0 });
-  }
+  const binding: WalletBinding | undefined = identity.wallet_address ? { id: identity.id, standing: grant.standing, key: key?.record.id ?? null, bound_by: grant.by ?? identity.id, bound_at: now } : undefined;
+  if (binding) ops.push({ op: 'put', key: keys.wallet(identity.wallet_address!), value: binding, expect: 0 });
   if (!companyRec) ops.push({ op: 'put', key: keys.company, value: org, expect: 0 });
   if (identity.is_admin) ops.push(...(await adminSetOps(store, (ids) => [...ids, identity.id])));
-  return { identity, ops, api_key: key?.plain };
+  return { identity, ops, api_key: key?.plain, bound: bindingAudit(identity.wallet_address, binding) };
+}
+
+/** What the audit entry of every write that binds a wallet names: the wallet, the key it hangs on, its standing. */
+export function bindingAudit(wallet: string | null, binding: WalletBinding | undefined) {
+  return wallet && binding ? { wallet_address: wallet, binding_key: binding.key, standing: binding.standing } : { wallet_address: null };
 }
 
 /** The admin ids, versioned; before the record existed it is derived from the identities. */

@@ -117,7 +117,7 @@ export class Invites {
         { op: 'put', key: keys.invite(invite.code), value: { ...invite, redeemed_by: plan.identity.id, redeemed_at: now }, expect: inv.version },
         ...plan.ops,
         ...(proof?.ops ?? []),
-        ...auditOps({ actor: plan.identity.id, action: 'invite.redeem', target: invite.id, requestId, details: { identity_id: plan.identity.id, wallet_address: plan.identity.wallet_address } }),
+        ...auditOps({ actor: plan.identity.id, action: 'invite.redeem', target: invite.id, requestId, details: { identity_id: plan.identity.id, ...plan.bound } }),
       ];
       if (!invite.created_by) ops.push({ op: 'put', key: keys.bootstrap, value: { identity_id: plan.identity.id, at: now }, expect: 0 });
       return { ops, result: { identity: plan.identity, api_key: plan.api_key! } };

@@ -11,6 +11,7 @@ import { auditOps } from '../audit/audit.js';
 import { isLive, issueKey } from '../auth/keys.js';
 import type { Siwe, Verified } from '../auth/siwe.js';
 import { assertWithin, restriction, standingOf, unrestricted, type Standing } from '../auth/standing.js';
+import { bindingAudit } from './create.js';
 import { keys, type ApiKey, type Identity, type Permissions, type Principal, type WalletBinding } from './model.js';
 import type { Registry } from './registry.js';
 
@@ -99,7 +100,7 @@ export class Wallets {
       ];
       if (replaces) ops.push({ op: 'del', key: keys.wallet(replaces) });
       const proof = replaces ? (previous ? 'previous_wallet' : 'admin') : null;
-      ops.push(...auditOps({ actor: old.id, action: 'identity.attach_wallet', target: old.id, requestId: p.requestId, details: { wallet_address: v.address, previous: old.wallet_address, replaced_by: proof, binding_key: binding.key } }));
+      ops.push(...auditOps({ actor: old.id, action: 'identity.attach_wallet', target: old.id, requestId: p.requestId, details: { ...bindingAudit(v.address, binding), previous: old.wallet_address, replaced_by: proof } }));
       return { ops, result: next };
     });
   }
@@ -137,7 +138,7 @@ export class Wallets {
       const ops: Op[] = [
         { op: 'check', key: keys.identity(id), expect: cur.version },
         { op: 'put', key: keys.wallet(address), value: binding, expect: bound?.version ?? 0 },
-        ...auditOps({ actor: admin.identity.id, action: 'identity.rebind_wallet', target: id, requestId: admin.requestId, details: { wallet_address: address, previous_key: bound?.value.key ?? null, standing } }),
+        ...auditOps({ actor: admin.identity.id, action: 'identity.rebind_wallet', target: id, requestId: admin.requestId, details: { ...bindingAudit(address, binding), previous_key: bound?.value.key ?? null } }),
       ];
       return { ops, result: { identity: cur.value, binding } };
     });

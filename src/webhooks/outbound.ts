@@ -56,6 +56,11 @@ export class Outbound {
     return this.stopped;
   }
 
+  /** Says when an attempt's result recorded nothing: its delivery moved on (the attempt timed out and another began) or is gone. */
+  recorded(moved: unknown, id: string, attempt: number): void {
+    if (!moved) this.log.info({ delivery: id, attempt }, `${this.what} result fenced off: recorded nothing`);
+  }
+
   enqueue(id: string): void {
     if (this.stopped || this.waiting.has(id)) return;
     this.waiting.add(id);

@@ -34,7 +34,7 @@ export class Sender {
     const hook = (await this.rt.store.get<Webhook>(webhookKeys.webhook(c.webhook_id)))?.value;
     const outcome = hook?.active ? await this.post(hook, c) : { ok: false, give_up: true, response_code: null, latency_ms: null, error: hook ? 'the webhook is inactive' : 'the webhook was deleted' };
     if (this.out.isStopped) return;
-    await this.rt.send(DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...outcome }, { quiet: true });
+    this.out.recorded(await this.rt.send(DELIVERY, id, { type: 'RESULT', attempt: c.attempt_count, ...outcome }, { quiet: true }), id, c.attempt_count);
   }
 
   private async post(hook: Webhook, c: DeliveryContext) {

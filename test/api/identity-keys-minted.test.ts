@@ -153,6 +153,40 @@ for (const backend of BACKENDS) {
       expect((await audit(root.client, `action=identity.attach_wallet&target=${root.id}`))[0].details).toMatchObject({ previous: w3.address, replaced_by: 'admin' });
     });
 
+    it('every way a wallet gets bound is audited with the wallet, the key the binding hangs on and its standing', async () => {
+      const admin = await join(root.client, 'binding-admin');
+      expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));
+      const narrow = await keyFor(admin.id, { permissions: SCOPED });
+      const narrowAdmin = anon.as(narrow.api_key);
+      const standing = { permissions: SCOPED, ring_scopes: [] };
+      const [byInvite, byRequest, byAttach] = [newWallet(), newWallet(), newWallet()];
+
+      const inv = expectOk(await narrowAdmin.post('/invite/create', { name: 'bound-by-invite', type: 'agent' }), 201);
+      const red = expectOk(await anon.post('/invite', { code: inv.code, name: 'bound-by-invite', type: 'agent', ...(await walletProof(anon, byInvite)) }), 201);
+      const [redeemed] = await audit(root.client, `action=invite.redeem&target=${inv.id}`);
+      expect(redeemed.details).toEqual({ identity_id: red.identity.id, wallet_address: byInvite.address, binding_key: expect.stringMatching(/^key_/), standing });
+
+      const req = expectOk(await anon.post('/auth-request', { name: 'bound-by-request', type: 'agent', ...(await walletProof(anon, byRequest)) }), 201);
+      expectOk(await narrowAdmin.post(`/auth-request/${req.id}/approve`));
+      const [approved] = await audit(root.client, `action=auth_request.approve&target=${req.id}`);
+      expect(approved).toMatchObject({ actor: admin.id, details: { wallet_address: byRequest.address, binding_key: null, standing } });
+
+      const m = await join(root.client, 'bound-by-attach');
+      const binder = await keyFor(m.id);
+      expectOk(await anon.as(binder.api_key).post('/auth/attach-wallet', await walletProof(anon, byAttach)));
+      const [attached] = await audit(root.client, `action=identity.attach_wallet&target=${m.id}`);
+      expect(attached.details).toMatchObject({ wallet_address: byAttach.address, binding_key: binder.id, standing: { ring_scopes: [] } });
+
+      expectOk(await narrowAdmin.post(`/admin/identity/${m.id}/rebind-wallet`));
+      const [rebound] = await audit(root.client, `action=identity.rebind_wallet&target=${m.id}`);
+      expect(rebound).toMatchObject({ actor: admin.id, details: { wallet_address: byAttach.address, binding_key: null, standing, previous_key: binder.id } });
+
+      // a redemption without a wallet binds nothing and says so
+      const plain = expectOk(await root.client.post('/invite/create', { name: 'no-wallet', type: 'agent' }), 201);
+      expectOk(await anon.post('/invite', { code: plain.code, name: 'no-wallet', type: 'agent' }), 201);
+      expect((await audit(root.client, `action=invite.redeem&target=${plain.id}`))[0].details).toMatchObject({ wallet_address: null });
+    });
+
     it('an Idempotency-Key replays a minted key or an invite only to the key that asked, not to a narrower key of the same admin', async () => {
       const admin = await join(root.client, 'replaying-admin');
       expectOk(await root.client.put(`/identities/${admin.id}`, { is_admin: true }));

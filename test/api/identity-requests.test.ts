@@ -71,7 +71,7 @@ for (const backend of BACKENDS) {
         ['auth_request.approve', root.id],
         ['auth_request.create', null],
       ]);
-      expect(audit[0].details).toEqual({ identity_id: approved.identity_id });
+      expect(audit[0].details).toEqual({ identity_id: approved.identity_id, wallet_address: wallet.address, binding_key: null, standing: { permissions: expect.any(Object), ring_scopes: [] } });
     });
 
     it('reject, then re-review refused; a refused review writes no audit entry', async () => {

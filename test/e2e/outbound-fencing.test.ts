@@ -1,0 +1,63 @@
+/**
+ * An outbound delivery's result is fenced by its attempt number, on a real store with real processes (issue
+ * 24.8): two instances on one Redis; the one sending attempt 1 is stopped (SIGSTOP) while its request hangs,
+ * the other takes the attempt up once its hold ran out and sends attempt 2; the stopped process, resumed, ends
+ * its attempt (its time limit ran out while it was stopped) and its late result records nothing: no attempt carries it,
+ * and the delivery ends delivered by a later attempt. Redis only: a result can only be late against another
+ * process sharing the store, and an embedded store has one process.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { bootstrap, Client } from '../helpers/client.js';
+import { serversOn, spawnServer, startServer, type ChildServer } from '../helpers/server.js';
+import { startReceiver } from '../helpers/webhook-receiver.js';
+import { emitOk, expectOk, waitFor } from '../api/support.js';
+
+const until = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 30_000) => waitFor(what, probe, (v) => !!v, timeoutMs, 25);
+
+describe('a stalled webhook sender on Redis', () => {
+  const servers = serversOn('redis');
+  const children: ChildServer[] = [];
+  afterAll(async () => {
+    for (const c of children) c.proc.kill('SIGCONT');
+    await Promise.all(children.map((c) => c.stop('SIGKILL')));
+  });
+
+  it("its late result records nothing once the attempt was taken up on the other instance", async () => {
+    let hang = true;
+    const rx = await startReceiver(() => (hang ? 'hang' : 204));
+    // the sender's time limit (2 s) makes the delivery's hold 5 s; the other instance's own limit is long, so
+    // only the stalled sender can end an attempt with "no answer within 2000 ms"
+    const env = await servers.env({ ALLOW_PRIVATE_NETWORK: 'true', WEBHOOK_BACKOFF_BASE_MS: '100', WEBHOOK_TIMEOUT_MS: '2000' });
+    const a = await spawnServer(env);
+    children.push(a);
+    let log = '';
+    a.proc.stdout!.on('data', (d) => (log += d));
+    const root = await bootstrap(a.url);
+    const w = expectOk(await root.client.post('/admin/webhooks', { url: rx.url, events: ['signal.emitted'] }), 201);
+    rx.secret = w.secret;
+    await emitOk(root, { signal_type: 'pulse', content: 'fenced' });
+    await until('attempt 1 at the receiver', () => rx.requests.length === 1);
+    a.proc.kill('SIGSTOP');
+
+    const b = await startServer({ ...env, WEBHOOK_TIMEOUT_MS: '30000' });
+    try {
+      await until('attempt 2, from the other instance once the hold ran out', () => rx.requests.length === 2);
+      hang = false;
+      a.proc.kill('SIGCONT');
+      await until('the stalled sender to report its result fenced off', () => /"msg":"webhook result fenced off: recorded nothing"/.test(log));
+      rx.release(204);
+
+      const deliveries = async () => expectOk(await new Client(b.url, root.key).get(`/admin/webhooks/${w.id}/deliveries`)).deliveries;
+      const d = await until('the delivery delivered', async () => (await deliveries()).find((x: any) => x.status === 'delivered'));
+      expect(d.attempts[0]).toMatchObject({ attempt: 1, status: 'failed', response_code: null });
+      expect(d.attempts[0].error).toMatch(/no result/);
+      // the stalled sender's own outcome (its time limit ran out while it was stopped) is on no attempt
+      expect(d.attempts.filter((x: any) => /within 2000 ms/.test(x.error ?? '')), JSON.stringify(d.attempts)).toEqual([]);
+      expect(d.attempts.at(-1)).toMatchObject({ status: 'succeeded' });
+      expect(rx.requests.every((r) => r.id === d.id)).toBe(true);
+    } finally {
+      await b.close();
+      await rx.close();
+    }
+  }, 120_000);
+});
