@@ -119,8 +119,9 @@ describe.each(BACKENDS)('fair concurrency on %s', (backend) => {
     await Promise.all([1, 2, 3, 4].map(() => task(type)));
     const [w1, w2] = workers;
     // w1 asks six times before w2 asks twice: in arrival order w1 would take all four tasks
-    const calls = [...[1, 2, 3, 4, 5, 6].map(() => next(w1, { task_types: [type] }).then((r) => ['w1', r.signal] as const))];
-    calls.push(...[1, 2].map(() => next(w2, { task_types: [type] }).then((r) => ['w2', r.signal] as const)));
+    const ask = (m: Member, who: string) => next(m, { task_types: [type] }).then((r): [string, unknown] => [who, r.signal]);
+    const calls = [1, 2, 3, 4, 5, 6].map(() => ask(w1, 'w1'));
+    calls.push(...[1, 2].map(() => ask(w2, 'w2')));
     const served = (await Promise.all(calls)).filter(([, s]) => s !== null).map(([who]) => who);
     expect(served).toHaveLength(4);
     expect(served.filter((w) => w === 'w2').length).toBeGreaterThanOrEqual(1);

@@ -92,7 +92,7 @@ describe('fair concurrency against a model', () => {
           } else if (o.op === 'cancel') {
             send(o.task, { type: 'CANCEL' });
             m.cancel(o.task);
-          } else {
+          } else if (o.op === 'tick') {
             m.now += o.ms;
             recs.forEach((r, i) => {
               for (const t of signalTimers(r.value, r.context).filter((x) => x.at <= m.now)) send(i, { type: t.event });
