@@ -109,6 +109,9 @@ export interface SignalContext {
   heartbeat_at?: string | null;
   progress?: number | null;
   progress_note?: string | null;
+  /** at most concurrency_limit (default 1) tasks of one concurrency_key are leased at once, across instances */
+  concurrency_key?: string | null;
+  concurrency_limit?: number;
   /** what the completing ack reported: free JSON and the artifacts and workspace items it produced */
   result?: unknown;
   result_resources?: unknown[];
@@ -187,7 +190,7 @@ const expire = { guard: 'deadlinePassed' as const, target: 'dead_letter', action
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first. */
 /** A late completion by a peer's agent (the origin's lease lapsed before its ack arrived) while nobody holds the task. */
-const lateCompletion = { guard: 'lateCompletion' as const, target: 'acked', actions: 'completeLate' as const };
+const lateCompletion = { guard: 'lateCompletion' as const, target: 'acked', actions: ['completeLate', 'keepResult'] as const };
 
 /** An ack of a signal nobody holds a lease on: a task must be claimed first (or be a peer's late completion). */
 const ackUnleased = [

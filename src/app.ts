@@ -143,6 +143,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     deliveryOps: (peerId, call, signalId, body) => federationOut.deliveryOps(peerId, call, signalId, body),
     deliverBody: (c) => FederationOut.deliverBody(c),
     forwardClaim: (c, agent, leaseMs) => federationOut.forwardClaim(c, agent, leaseMs),
+    forwardHeartbeat: (c, agent, beat) => federationOut.forwardHeartbeat(c, agent, beat),
   }, idempotency);
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);

@@ -53,6 +53,8 @@ export const KEY_LIMITS = {
   signal_type: 100,
   /** a task signal's payload.task_type (an open-task index per type) */
   task_type: 100,
+  /** a task's concurrency_key (a lease-count record per key) */
+  concurrency_key: 200,
   capability: 200,
   /** reservation projects and paths */
   project: 200,

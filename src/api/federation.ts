@@ -1,7 +1,7 @@
-/** The federation routes: trust (admin Bearer), the four peer calls and a peer's memory reads (proof auth, docs/federation.md). */
+/** The federation routes: trust (admin Bearer), the peer calls and a peer's memory reads (proof auth, docs/federation.md). */
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
-import { DeliverBody, PeerAckBody, PeerCancelBody, PeerClaimBody, TrustBody } from '../federation/schemas.js';
+import { DeliverBody, PeerAckBody, PeerCancelBody, PeerClaimBody, PeerHeartbeatBody, TrustBody } from '../federation/schemas.js';
 import { peerPrincipal } from '../memory/acl.js';
 import { QueryBody } from '../memory/schemas.js';
 import { PageQuery } from './memory.js';
@@ -33,7 +33,15 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     handler: async (r) => ({ data: await inbound.deliver(r.peer, r.body.signal, r.body.hops) }),
   },
   { method: 'post', path: '/federation/claim', auth: 'proof', body: PeerClaimBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.claim(r.peer, r.body.signal_id, r.body.agent, r.body.lease_ms, r.body.claim_token) }) },
-  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION', 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token) }) },
+  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION', 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token, { result: r.body.result, resources: r.body.resources }) }) },
+  {
+    method: 'post',
+    path: '/federation/heartbeat',
+    auth: 'proof',
+    body: PeerHeartbeatBody,
+    errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_UNAUTHORIZED'],
+    handler: async (r) => ({ data: await inbound.heartbeat(r.peer, r.body.signal_id, r.body.agent, r.body) }),
+  },
   { method: 'post', path: '/federation/cancel', auth: 'proof', body: PeerCancelBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.cancel(r.peer, r.body.signal_id) }) },
   // a peer org reads memories shared to it (grantee_type org) through the same service calls as REST; it writes nothing
   {

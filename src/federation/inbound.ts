@@ -1,6 +1,6 @@
 /**
  * The receiving side of every federation call (docs/federation.md): the proof gate the front end runs for
- * proof routes, and the four peer calls. Deliver stores a copy routed like a local emit, counted against the
+ * proof routes, and the peer calls. Deliver stores a copy routed like a local emit, counted against the
  * peer's storage quota (src/federation/limits.ts); claim and ack act on
  * our outbound signal for the calling peer's agent; cancel marks either our outbound signal or our inbound copy.
  */
@@ -12,7 +12,7 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import type { Versioned } from '../store/port.js';
 import { SIGNAL, signalView, type Signal } from '../signals/kind.js';
 import { boundTaskType } from '../signals/schemas.js';
-import type { EmitBody, Signals } from '../signals/service.js';
+import type { EmitBody, Signals, TaskResult } from '../signals/service.js';
 import { usageKey, type PeerLimiter } from './limits.js';
 import type { Nonces } from './nonces.js';
 import { ackVerdict, cancelVerdict, type Verdict } from './settle.js';
@@ -118,11 +118,20 @@ export class Inbound {
    * answers the current state; a completion after the lease lapsed is accepted while nobody holds the task;
    * a completion the task can no longer take is FED_STATE_CONFLICT (docs/federation.md, Repeats and conflicts).
    */
-  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number): Promise<Signal> {
+  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}): Promise<Signal> {
     const who = peerAgent(peer.id, agent);
-    const event = { type: 'ACK', identity: who, outcome, claim_token: claimToken, late: true };
+    const reported = outcome === 'failed' ? {} : { ...(done.result !== undefined && { result: done.result }), ...(done.resources !== undefined && { resources: done.resources }) };
+    const event = { type: 'ACK', identity: who, outcome, claim_token: claimToken, late: true, ...reported };
     const asked = outcome ?? 'completed';
     return this.settle(() => this.outbound(peer, signalId), (r) => ackVerdict(r, who, asked, now()), event, { call: 'ack', outcome: asked });
+  }
+
+  /** POST /federation/heartbeat at the origin: the peer's holder extends our lease and reports its progress and note. */
+  async heartbeat(peer: Peer, signalId: string, agent: string, beat: { lease_ms: number; progress?: number; note?: string }): Promise<Signal> {
+    const stored = await this.outbound(peer, signalId);
+    const event = { type: 'HEARTBEAT', identity: peerAgent(peer.id, agent), lease_ms: beat.lease_ms, progress: beat.progress, note: beat.note };
+    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { loaded: stored });
+    return signalView(done!.record);
   }
 
   /**

@@ -160,11 +160,23 @@ export class FederationOut {
    * unreachable origin is FED_DELIVERY_FAILED.
    */
   async forwardClaim(c: SignalContext, agent: string, leaseMs: number): Promise<void> {
+    await this.forward(c, 'claim', { agent, lease_ms: leaseMs });
+  }
+
+  /**
+   * Forwards a local holder's heartbeat of an inbound federated task to its origin, as a renewal is: the
+   * origin's lease is extended with ours, and its task and emitter see the progress and note.
+   */
+  async forwardHeartbeat(c: SignalContext, agent: string, beat: { lease_ms: number; progress?: number; note?: string }): Promise<void> {
+    await this.forward(c, 'heartbeat', { agent, ...beat });
+  }
+
+  private async forward(c: SignalContext, call: 'claim' | 'heartbeat', body: Record<string, unknown>): Promise<void> {
     const f = c.federation!;
     const { peer, secret } = await this.trustOf(f.peer_id);
     let a: Answer;
     try {
-      a = await this.call(peer, secret, 'claim', { signal_id: f.remote_id, agent, lease_ms: leaseMs });
+      a = await this.call(peer, secret, call, { signal_id: f.remote_id, ...body });
     } catch (e) {
       throw new AppError('FED_DELIVERY_FAILED', `The origin could not be reached: ${(e as Error).message}`, { peer_id: f.peer_id });
     }
@@ -172,7 +184,7 @@ export class FederationOut {
     throw peerRefusal(f.peer_id, a);
   }
 
-  private call(peer: PeerContext, secret: string, call: FederationCall | 'claim', payload: Record<string, unknown>): Promise<Answer> {
+  private call(peer: PeerContext, secret: string, call: FederationCall | 'claim' | 'heartbeat', payload: Record<string, unknown>): Promise<Answer> {
     const url = new URL(`${peer.endpoint}/federation/${call}`);
     const body = JSON.stringify(payload);
     const headers = {

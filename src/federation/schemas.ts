@@ -66,5 +66,25 @@ export const DeliverBody = compile(
 /** POST /federation/claim|ack|cancel: the origin's signal id and the peer's agent identity id. */
 const Agent = Type.String({ minLength: 1, maxLength: 200 });
 export const PeerClaimBody = compile(Type.Object({ signal_id: Id, agent: Agent, lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })), claim_token: ClaimToken }));
-export const PeerAckBody = compile(Type.Object({ signal_id: Id, agent: Agent, outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])), claim_token: ClaimToken }));
+/** a completion carries what the peer's agent reported: its result, and its resources (items in the peer's org) */
+export const PeerAckBody = compile(
+  Type.Object({
+    signal_id: Id,
+    agent: Agent,
+    outcome: Type.Optional(Type.Union([Type.Literal('completed'), Type.Literal('failed')])),
+    claim_token: ClaimToken,
+    result: Type.Optional(Type.Unknown()),
+    resources: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 100 })),
+  }),
+);
+/** POST /federation/heartbeat: the peer's holder extends the origin's lease and reports progress (docs/federation.md). */
+export const PeerHeartbeatBody = compile(
+  Type.Object({
+    signal_id: Id,
+    agent: Agent,
+    lease_ms: Type.Integer({ minimum: 1, maximum: 86_400_000 }),
+    progress: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+    note: Type.Optional(Type.String({ maxLength: 4096 })),
+  }),
+);
 export const PeerCancelBody = compile(Type.Object({ signal_id: Id, agent: Agent }));

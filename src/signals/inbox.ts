@@ -18,6 +18,7 @@ import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import type { Signals } from './service.js';
+import { keyAtLimit } from './concurrency.js';
 
 /** The task types a ready read takes: those asked for, narrowed to the key's task_types; undefined reads every open task. */
 export function takeableTypes(asked: string[] | undefined, keyTypes: string[]): string[] | undefined {
@@ -114,10 +115,11 @@ export class Inbox {
    * index members are read per step and a signal is loaded only when the walk reaches it, so finding the first
    * costs a handful of reads however many tasks are open. `skip` passes over tasks without reading them.
    * `taskTypes` reads only those types' indexes, so types that match nothing cost no walk; at most
-   * `scanCap` members are examined per call.
+   * `scanCap` members are examined per call. A task whose concurrency_key is at its limit is passed over
+   * (`keys`: the leased tasks of each key read so far, which the caller may update from a refused claim).
    */
-  async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[]): AsyncGenerator<ActorRecord<SignalContext>> {
-    for await (const { signal } of this.walkReady(p, skip, taskTypes, { spread: true })) yield signal;
+  async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[], keys = new Map<string, string[]>()): AsyncGenerator<ActorRecord<SignalContext>> {
+    for await (const { signal } of this.walkReady(p, skip, taskTypes, { spread: true, keys })) yield signal;
   }
 
   /** What the caller may claim now (GET /tasks/ready): a page in ready order, the scan bounded as `openTasks`'s. */
@@ -138,12 +140,14 @@ export class Inbox {
     p: Principal,
     skip: (signalId: string) => boolean,
     taskTypes: string[] | undefined,
-    o: { spread: boolean; after?: string; walk?: { last: string | undefined; capped: boolean } },
+    o: { spread: boolean; after?: string; walk?: { last: string | undefined; capped: boolean }; keys?: Map<string, string[]> },
   ): AsyncGenerator<{ signal: ActorRecord<SignalContext>; member: string }> {
     const reach = await this.reachOf(p.identity.id);
     const visible = visibleTo(p.identity, reach);
     const indexes = taskTypes ? reach.indexes.flatMap((i) => taskTypes.map((t) => signalIndexes.openTasksOfType(i, t))) : reach.indexes.map(signalIndexes.openTasks);
     let before = o.after;
+    // a task whose concurrency_key has no slot free is passed over, so tasks of other keys behind it are reached
+    const keys = o.keys ?? new Map<string, string[]>();
     for (let examined = 0; ; examined += OPEN_TASK_STEP) {
       if (examined >= scanLimits.scanCap) {
         if (o.walk) o.walk.capped = true;
@@ -160,7 +164,8 @@ export class Inbox {
         const [[signal], [receipt]] = await Promise.all([this.rt.loadMany<SignalContext>(SIGNAL, [id]), this.rt.loadMany<ReceiptContext>(RECEIPT, [receiptId(p.identity.id, id)])]);
         if (!signal || !isOpenTask(signal.value, signal.context)) continue;
         const [taker] = await takersOf(this.rt.store, [signal.context]);
-        if (visible(signal.context, taker) && !outOfScope(p.key, signal.context) && matchesInbox({ signal, receipt, taker }, {})) yield { signal, member };
+        if (!visible(signal.context, taker) || outOfScope(p.key, signal.context) || !matchesInbox({ signal, receipt, taker }, {})) continue;
+        if (!(await keyAtLimit(this.rt.store, signal.context, keys))) yield { signal, member };
       }
       if (members.length < OPEN_TASK_STEP) return;
     }

@@ -6,6 +6,7 @@ import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journ
 import { RECEIPT, receiptId } from './receipt-kind.js';
 import { takersOf } from './routing.js';
 import { dependantOps } from './dependencies.js';
+import { concurrencyOps } from './concurrency.js';
 
 export const SIGNAL = 'signal';
 
@@ -86,7 +87,8 @@ export const signalKind: ActorKind<SignalContext> = {
     return [signalEntry(r, prev), ...federationEvents(r, prev), ...expiredEvents(r, prev), ...taskEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
   // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
-  alongside: (id, rec, prev, rt) => dependantOps(rt, id, rec, prev),
+  // and a move into or out of a lease writes its concurrency_key's record there, so the key's limit holds across instances
+  alongside: async (id, rec, prev, rt) => [...(await concurrencyOps(rt, id, rec, prev)), ...(await dependantOps(rt, id, rec, prev))],
   timerEvent: (id, event, rt) => (event === 'ACK_DUE' ? overdueRecipients(rt, id).then((overdue) => ({ overdue })) : Promise.resolve({})),
 };
 
@@ -141,10 +143,12 @@ export function signalView(r: ActorRecord<SignalContext>) {
   v.heartbeat_at = c.heartbeat_at ?? null;
   v.progress = c.progress ?? null;
   v.progress_note = c.progress_note ?? null;
+  v.concurrency_key = c.concurrency_key ?? null;
+  v.concurrency_limit = c.concurrency_key ? (c.concurrency_limit ?? 1) : null;
   v.result = c.result ?? null;
   v.result_resources = c.result_resources ?? [];
   v.delivery_state = r.value;
-  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason' | 'heartbeat_timeout_ms' | 'heartbeat_at' | 'progress' | 'progress_note' | 'result_resources' | 'retry_backoff_ms' | 'retry_at'>> & { result: unknown };
+  return v as Omit<SignalContext, Unshown> & { ack_required: boolean; ack_due_at: string | null; claim_token: number | null; delivery_state: string } & Required<Pick<SignalContext, 'priority' | 'depends_on' | 'blocked_by' | 'blocked_reason' | 'not_before' | 'deadline' | 'dead_letter_reason' | 'heartbeat_timeout_ms' | 'heartbeat_at' | 'progress' | 'progress_note' | 'result_resources' | 'retry_backoff_ms' | 'retry_at'>> & { result: unknown; concurrency_key: string | null; concurrency_limit: number | null };
 }
 export type Signal = ReturnType<typeof signalView>;
 

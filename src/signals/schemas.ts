@@ -15,6 +15,8 @@ const NonEmpty = Type.String({ minLength: 1 });
 export const DEPENDS_ON_MAX = 100;
 /** the most failed attempts a task may be given (MAX_DELIVERY_ATTEMPTS's own bound) */
 export const MAX_ATTEMPTS_LIMIT = 1000;
+/** the most tasks of one concurrency_key a task may let be leased at once (the key's record lists them) */
+export const CONCURRENCY_LIMIT_MAX = 100;
 
 export const EmitBody = compile(
   Type.Object({
@@ -50,6 +52,9 @@ export const EmitBody = compile(
     max_attempts: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_ATTEMPTS_LIMIT })),
     /** a lease ends this long after the holder's last heartbeat (or claim); tasks only */
     heartbeat_timeout_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+    /** at most concurrency_limit tasks of one concurrency_key are leased at once (docs/signals.md, Fair concurrency); tasks only */
+    concurrency_key: Type.Optional(Key('concurrency_key')),
+    concurrency_limit: Type.Optional(Type.Integer({ minimum: 1, maximum: CONCURRENCY_LIMIT_MAX })),
     /** a retry with this key answers the first signal (per identity, IDEMPOTENCY_TTL_MS; docs/reliability.md) */
     idempotency_key: Type.Optional(Key('idempotency_key')),
   }),

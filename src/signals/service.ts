@@ -58,12 +58,15 @@ export interface EmitBody {
   max_attempts?: number;
   /** a lease of this task ends this long after its holder's last heartbeat (or claim) */
   heartbeat_timeout_ms?: number;
+  /** tasks of one key are leased at most concurrency_limit (default 1) at once: a serial queue per key */
+  concurrency_key?: string;
+  concurrency_limit?: number;
   /** a retry with this key (per identity, IDEMPOTENCY_TTL_MS) answers the first signal instead of a second one */
   idempotency_key?: string;
 }
 
 /** The emit fields only a task signal takes (and none sent to a peer: its schedule would be ours, its copy the peer's). */
-const TASK_ONLY = ['depends_on', 'not_before', 'deadline', 'retry_backoff_ms', 'retry_backoff_max_ms', 'max_attempts', 'heartbeat_timeout_ms'] as const;
+const TASK_ONLY = ['depends_on', 'not_before', 'deadline', 'retry_backoff_ms', 'retry_backoff_max_ms', 'max_attempts', 'heartbeat_timeout_ms', 'concurrency_key', 'concurrency_limit'] as const;
 
 /** the key space of an emit's `idempotency_key` in the one idempotency store (the header's is its own) */
 const EMIT_SCOPE = 'emit';
@@ -99,6 +102,8 @@ export interface FederationLink {
   deliverBody(c: SignalContext): Record<string, unknown>;
   /** asks the origin of an inbound task for the claim (or renewal) with this lease; its refusal is raised wrapped in a federation code */
   forwardClaim(c: SignalContext, agent: string, leaseMs: number): Promise<void>;
+  /** tells the origin of an inbound task its holder's heartbeat (lease, progress, note); its refusal is raised as a claim's */
+  forwardHeartbeat(c: SignalContext, agent: string, beat: { lease_ms: number; progress?: number; note?: string }): Promise<void>;
 }
 
 /** What a completing ack reports of a task. */
@@ -182,6 +187,8 @@ export class Signals {
     }
     for (const field of ['not_before', 'deadline'] as const)
       if (body[field] !== undefined && !Number.isFinite(Date.parse(body[field]!))) throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', `${field} is not a time this service can hold`, { field });
+    if (body.concurrency_limit !== undefined && body.concurrency_key === undefined)
+      throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'concurrency_limit needs a concurrency_key', { field: 'concurrency_limit' });
     if (body.retry_backoff_ms !== undefined && body.retry_backoff_max_ms !== undefined && body.retry_backoff_max_ms < body.retry_backoff_ms)
       throw new AppError('SIGNAL_EMIT_VALIDATION_FAILED', 'retry_backoff_max_ms must be at least retry_backoff_ms', { field: 'retry_backoff_max_ms' });
     if (body.deadline === undefined) return;
@@ -200,7 +207,7 @@ export class Signals {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
-    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined, heartbeat_timeout_ms: undefined };
+    const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined, heartbeat_timeout_ms: undefined, concurrency_key: undefined, concurrency_limit: undefined };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
     return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge));
@@ -416,7 +423,11 @@ export class Signals {
     const stored = await this.loadStored(signalId);
     assertInScope(p.key, stored.value.context);
     const event = { type: 'HEARTBEAT' as const, identity: p.identity.id, lease_ms: beat.lease_ms ?? this.config.taskLeaseMs, claim_token: beat.claim_token, progress: beat.progress, note: beat.note };
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { loaded: stored });
+    // the origin of a federated task holds the lease that counts: the beat reaches it first, as a renewal does
+    const cur = stored.value;
+    const forwarded = cur.context.federation?.direction === 'inbound' && cur.value === 'leased' && cur.context.claimed_by === p.identity.id;
+    if (forwarded) await this.federation.forwardHeartbeat(cur.context, p.identity.id, { lease_ms: event.lease_ms, progress: beat.progress, note: beat.note });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, event, forwarded ? {} : { loaded: stored });
     return signalView(c!.record);
   }
 
@@ -472,7 +483,8 @@ export class Signals {
     const completed = rec.value === 'acked' && rec.context.task_status === 'completed';
     const givenUp = prev.value === 'leased' && prev.context.claimed_by === agent && rec.value !== 'leased' && rec.value !== 'acked';
     if (!completed && !givenUp) return [];
-    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent, ...(givenUp && { outcome: 'failed' }) });
+    const reported = completed && rec.context.result_resources !== undefined ? { result: rec.context.result ?? null, resources: rec.context.result_resources } : {};
+    return this.federation.deliveryOps(f.peer_id, 'ack', rec.context.id, { signal_id: f.remote_id, agent, ...(givenUp && { outcome: 'failed' }), ...reported });
   }
 
   /** Cancel works both ways: the origin withdraws its task from the peer, the receiver declines the origin's. */
@@ -550,6 +562,7 @@ function scheduleTerms(body: EmitBody, deps: DependencyPlan | undefined): Partia
   if (body.not_before !== undefined) out.not_before = new Date(body.not_before).toISOString();
   if (body.deadline !== undefined) out.deadline = new Date(body.deadline).toISOString();
   if (body.heartbeat_timeout_ms !== undefined) out.heartbeat_timeout_ms = body.heartbeat_timeout_ms;
+  if (body.concurrency_key !== undefined) Object.assign(out, { concurrency_key: body.concurrency_key, concurrency_limit: body.concurrency_limit ?? 1 });
   return out;
 }
 

@@ -14,6 +14,7 @@ import type { Signal } from '../signals/kind.js';
 import type { Signals, TaskResult } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Reservations } from '../reservations/service.js';
+import { FairTurns } from './turns.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
@@ -65,6 +66,7 @@ export class Workflow {
   private parts: Record<string, ResumePart>;
   /** tasks a workflow.next of this process is claiming right now */
   private claiming = new Set<string>();
+  private turns = new FairTurns();
 
   constructor(private s: SurfaceServices) {
     this.parts = {
@@ -135,7 +137,7 @@ export class Workflow {
     this.s.signals.requireMember(p);
     const ended = await this.endClaim(p, q);
     // a task just handed back is left for someone else
-    const next = await this.claimNext(p, q, q.release_claim);
+    const next = await this.claimInTurn(p, q, q.release_claim);
     return ended ? { ...next, claim: ended } : next;
   }
 
@@ -147,6 +149,20 @@ export class Workflow {
   }
 
   /**
+   * Callers asking for the same task types take turns in this process, round-robin by identity (FairTurns): an
+   * identity with many calls in flight does not crowd out another. Instances each keep their own line; between
+   * them the claim's compare-and-set decides.
+   */
+  private claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
+    const types = takeableTypes(q.task_types, p.key.permissions.task_types);
+    const line = types ? JSON.stringify([...new Set(types)].sort()) : '*';
+    return this.turns.take(line, p.identity.id, async () => {
+      const r = await this.claimNext(p, q, leave);
+      return { result: r, served: r.signal !== null };
+    });
+  }
+
+  /**
    * A claim lost to another agent moves on to the next candidate. A task another call of this process is
    * claiming is passed over, so concurrent callers do not race each other for the head; one on another
    * instance may still win a race, which moves this one on.
@@ -154,7 +170,8 @@ export class Workflow {
   private async claimNext(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
     const types = takeableTypes(q.task_types, p.key.permissions.task_types);
     if (types?.length === 0) return { signal: null };
-    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id), types)) {
+    const keys = new Map<string, string[]>();
+    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id), types, keys)) {
       const id = task.context.id;
       // the walk's skip ran before this task was loaded; another call may have begun claiming it since
       if (this.claiming.has(id)) continue;
@@ -163,6 +180,9 @@ export class Workflow {
         return { signal: await this.s.signals.claim(p, id, q.lease_ms) };
       } catch (e) {
         if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+        // a key found full at claim time is passed over for the rest of this walk
+        const d = e.details as { reason?: string; concurrency_key?: string; leased?: string[] } | null;
+        if (d?.reason === 'concurrency_limit' && d.concurrency_key) keys.set(d.concurrency_key, d.leased ?? []);
       } finally {
         this.claiming.delete(id);
       }

@@ -317,6 +317,7 @@ export const ROUTES: Record<string, Row> = {
     other: none('the peer delivers its own signal into this org; it names none of ours'),
   },
   'POST /federation/claim': { scope: none(PROOF), other: [refused((f) => post('/federation/claim', { signal_id: f.task, agent: 'peer-agent' }), 403, 'POLICY_CROSS_ORG_DENIED')] },
+  'POST /federation/heartbeat': { scope: none(PROOF), other: [refused((f) => post('/federation/heartbeat', { signal_id: f.task, agent: 'peer-agent', lease_ms: 1000 }), 403, 'POLICY_CROSS_ORG_DENIED')] },
   'POST /federation/ack': { scope: none(PROOF), other: [refused((f) => post('/federation/ack', { signal_id: f.task, agent: 'peer-agent' }), 403, 'POLICY_CROSS_ORG_DENIED')] },
   'POST /federation/cancel': { scope: none(PROOF), other: [refused((f) => post('/federation/cancel', { signal_id: f.task, agent: 'peer-agent' }), 403, 'POLICY_CROSS_ORG_DENIED')] },
   'POST /federation/memory/query': { scope: none(PROOF), other: [refused((f) => post('/federation/memory/query', { query: 'secret', namespace: otherNs(f), mode: 'keyword' }), 403, 'MEMORY_ORG_DENIED')] },

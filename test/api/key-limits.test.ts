@@ -64,6 +64,7 @@ for (const backend of BACKENDS) {
       ['POST /emit signal_type', 'signal_type', rest('post', '/emit', { signal_type: over('signal_type'), content: 'x' }), 'SIGNAL_EMIT_VALIDATION_FAILED', 'signal_type'],
       ['POST /emit tags (bytes)', 'tag', rest('post', '/emit', { signal_type: 'note', content: 'x', tags: ['ok', wide('tag')] }), 'SIGNAL_EMIT_VALIDATION_FAILED', 'tags.1'],
       ['POST /emit payload.task_type', 'task_type', rest('post', '/emit', { signal_type: 'task', content: 'x', payload: { task_type: over('task_type') } }), 'SIGNAL_EMIT_VALIDATION_FAILED', 'payload.task_type'],
+      ['POST /emit concurrency_key (bytes)', 'concurrency_key', rest('post', '/emit', { signal_type: 'task', content: 'x', concurrency_key: wide('concurrency_key') }), 'SIGNAL_EMIT_VALIDATION_FAILED', 'concurrency_key'],
       ['POST /memory/store namespace (bytes)', 'namespace', rest('post', '/memory/store', { namespace: wide('namespace'), content: 'x' }), 'MEMORY_VALIDATION_FAILED', 'namespace'],
       ['POST /memory/store entity', 'entity', rest('post', '/memory/store', { namespace: 'org', content: 'x', entity: over('entity') }), 'MEMORY_VALIDATION_FAILED', 'entity'],
       ['POST /memory/store tags', 'tag', rest('post', '/memory/store', { namespace: 'org', content: 'x', tags: [over('tag')] }), 'MEMORY_VALIDATION_FAILED', 'tags.0'],
