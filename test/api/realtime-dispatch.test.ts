@@ -5,6 +5,7 @@
  * refused; a dependant handed over as a task frame once its dependency completes; a quiet worker spared the
  * ordinary pushes of the tasks it works.
  */
+import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
@@ -164,5 +165,26 @@ describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
     expect((await stateOf(idle.id)).delivery_state).toMatch(/^(pending|delivered)$/);
     const bad = await w.socket.op('work', { capacity: 257 });
     expect(bad.error).toMatchObject({ code: 'VALIDATION_INVALID_TYPE', details: { field: 'capacity' } });
+  });
+
+  it('over SSE: /tasks/stream gives task events by credits, an HTTP ack frees one, closing releases the rest', async () => {
+    const me = agents[0];
+    const es = new EventSource(`${svc.url}/tasks/stream?${new URLSearchParams({ token: me.key, capacity: '2', task_types: 'sse', quiet: 'true' })}`);
+    const got: { signal: any; claim_token: number }[] = [];
+    es.addEventListener('task', (ev: MessageEvent) => got.push(JSON.parse(ev.data)));
+    try {
+      await waitFor(() => es.readyState === EventSource.OPEN, 5000, 'the task stream open');
+      const ids = (await pool(3, 3, () => task('sse'))).map((t) => t.id);
+      await waitFor(() => got.length === 2, 10_000, 'two task events');
+      const first = got[0];
+      expectOk(await me.client.post('/ack', { signal_id: first.signal.id, outcome: 'completed', claim_token: first.claim_token }));
+      await waitFor(() => got.length === 3, 10_000, 'the third task once a credit was freed');
+      expect(new Set(got.map((t) => t.signal.id))).toEqual(new Set(ids));
+      es.close();
+      const held = got.slice(1).map((t) => t.signal.id);
+      await waitFor(async () => (await Promise.all(held.map(stateOf))).every((t) => t.delivery_state !== 'leased'), 10_000, 'the stream\'s tasks released on close');
+    } finally {
+      es.close();
+    }
   });
 });
