@@ -7,7 +7,9 @@
  * task anywhere (emit, dependency release, not_before, retry back-off, release) is a journal entry too: it
  * wakes the workers with free credits, so nothing polls.
  */
-import { AppError, isAppError } from '../errors.js';
+import Type from 'typebox';
+import { isAppError } from '../errors.js';
+import { compile, Key, validate } from '../validation.js';
 import type { Logger } from '../log.js';
 import type { Principal } from '../identity/model.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
@@ -51,14 +53,19 @@ export interface Answer extends TaskResult {
   note?: string;
 }
 
+const WorkBody = compile(
+  Type.Object({
+    capacity: Type.Integer({ minimum: 0, maximum: MAX_CAPACITY }),
+    task_types: Type.Optional(Type.Array(Key('task_type'))),
+    lease_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 86_400_000 })),
+    quiet: Type.Optional(Type.Boolean()),
+  }),
+);
+
+/** A `work` op's terms (or /tasks/stream's query, read into the same shape). */
 export function checkTerms(body: Record<string, unknown>): WorkTerms {
-  const { capacity, task_types, lease_ms, quiet } = body;
-  if (!Number.isInteger(capacity) || (capacity as number) < 0 || (capacity as number) > MAX_CAPACITY)
-    throw new AppError('VALIDATION_INVALID_TYPE', `capacity is an integer from 0 to ${MAX_CAPACITY}`, { field: 'capacity', limit: MAX_CAPACITY });
-  if (task_types !== undefined && !(Array.isArray(task_types) && task_types.every((t) => typeof t === 'string'))) throw new AppError('VALIDATION_INVALID_TYPE', 'task_types is an array of strings', { field: 'task_types' });
-  if (lease_ms !== undefined && !(Number.isInteger(lease_ms) && (lease_ms as number) >= 1 && (lease_ms as number) <= 86_400_000)) throw new AppError('VALIDATION_INVALID_TYPE', 'lease_ms is an integer from 1 to 86400000', { field: 'lease_ms' });
-  if (quiet !== undefined && typeof quiet !== 'boolean') throw new AppError('VALIDATION_INVALID_TYPE', 'quiet is a boolean', { field: 'quiet' });
-  return { capacity: capacity as number, task_types: task_types as string[] | undefined, lease_ms: lease_ms as number | undefined, quiet: quiet as boolean | undefined };
+  const { capacity, task_types, lease_ms, quiet } = validate(WorkBody, body);
+  return { capacity, task_types, lease_ms, quiet };
 }
 
 export class TaskDispatch {

@@ -183,7 +183,8 @@ const eventBytes = perEntry((e, seq) => `id: ${seq}\nevent: ${e.type}\ndata: ${J
 function termsOf(q: URLSearchParams): WorkTerms {
   const int = (name: string) => (q.has(name) ? Number(q.get(name)) : undefined);
   const quiet = q.get('quiet');
-  return checkTerms({ capacity: int('capacity') ?? 1, task_types: commaList(q.get('task_types')), lease_ms: int('lease_ms'), quiet: quiet === null ? undefined : quiet === 'true' || quiet === '1' });
+  const terms = { capacity: int('capacity') ?? 1, task_types: commaList(q.get('task_types')), lease_ms: int('lease_ms'), quiet: quiet === null ? undefined : quiet === 'true' || quiet === '1' };
+  return checkTerms(Object.fromEntries(Object.entries(terms).filter(([, v]) => v !== undefined)));
 }
 
 export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void): void {
