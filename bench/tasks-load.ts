@@ -193,7 +193,53 @@ async function nats(): Promise<object> {
   return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), left_in_stream: left, twice, exactly_once: done.size === N && twice === 0 && left === 0 };
 }
 
-const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next: () => next(), loop: () => next(true), nats };
+/**
+ * Mode "socket": TASKS_SOCKETS WebSockets (the first keys of TASKS_KEYS) each send {op:"work", capacity} with
+ * the TASKS_WORKERS slots split between them, and answer every task frame with {op:"done"} at once. The clock
+ * stops at the last done's result; exactly once: every task given once and completed once.
+ */
+async function socket(): Promise<object> {
+  const { default: WebSocket } = await import('ws');
+  const keys = (JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[]).slice(0, intEnv('TASKS_SOCKETS', 5, 1));
+  const given = new Map<string, number>();
+  const done = new Map<string, number>();
+  let failures = 0;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => (finish = resolve));
+  const url = process.env.TASKS_URL!.replace(/^http/, 'ws') + '/ws';
+  const sockets = await Promise.all(
+    keys.map(
+      (key, i) =>
+        new Promise<InstanceType<typeof WebSocket>>((resolve, reject) => {
+          const ws = new WebSocket(url, { headers: { authorization: `Bearer ${key}` } });
+          ws.on('message', (raw) => {
+            const f = JSON.parse(raw.toString());
+            if (f.type === 'welcome') return resolve(ws);
+            if (f.type === 'task') {
+              given.set(f.signal.id, (given.get(f.signal.id) ?? 0) + 1);
+              return ws.send(JSON.stringify({ op: 'done', id: f.signal.id, signal_id: f.signal.id, claim_token: f.claim_token }));
+            }
+            if (f.type === 'error') failures++;
+            if (f.type !== 'result' || f.data?.task_status !== 'completed') return;
+            done.set(f.data.id, (done.get(f.data.id) ?? 0) + 1);
+            if (done.size === N) finish();
+          });
+          ws.on('error', reject);
+          void i;
+        }),
+    ),
+  );
+  const slots = keys.map((_, i) => Math.floor(WORKERS / keys.length) + (i < WORKERS % keys.length ? 1 : 0));
+  const start = performance.now();
+  sockets.forEach((ws, i) => ws.send(JSON.stringify({ op: 'work', id: 'work', capacity: slots[i], quiet: true })));
+  await finished;
+  const seconds = (performance.now() - start) / 1000;
+  for (const ws of sockets) ws.close();
+  const twice = [...done.values(), ...given.values()].filter((n) => n > 1).length;
+  return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), sockets: keys.length, slots, failures, twice, exactly_once: done.size === N && given.size === N && twice === 0 };
+}
+
+const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next: () => next(), loop: () => next(true), nats, socket };
 if (!modes[mode]) throw new Error(`unknown TASKS_MODE ${mode}`);
 const out = await modes[mode]();
 agent.destroy();

@@ -134,6 +134,20 @@ export function openApi(table: Route[]) {
       'x-error-codes': ['RATE_LIMIT_EXCEEDED'],
     },
   };
+  paths['/tasks/stream'] = {
+    get: {
+      operationId: 'getTasksStream',
+      description: 'The signal stream that also takes tasks by credits: `task` events, answered by POST /ack and /tasks/{id}/heartbeat (docs/realtime.md, Task dispatch)',
+      security: [{ tokenQuery: [] }],
+      parameters: ['token', 'capacity', 'task_types', 'lease_ms', 'quiet', 'type', 'ring', 'last_event_id'].map((name) => ({ name, in: 'query', required: name === 'token', schema: { type: 'string' } })),
+      responses: {
+        200: { description: 'the event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        400: { description: 'VALIDATION_INVALID_TYPE', content: { 'application/json': { schema: ErrorEnvelope(['VALIDATION_INVALID_TYPE']) } } },
+        429: { description: 'RATE_LIMIT_EXCEEDED', content: { 'application/json': { schema: ErrorEnvelope(['RATE_LIMIT_EXCEEDED']) } } },
+      },
+      'x-error-codes': ['VALIDATION_INVALID_TYPE', 'RATE_LIMIT_EXCEEDED'],
+    },
+  };
   return {
     openapi: '3.1.0',
     info: { title: 'Agent coordination service', version: '0.1.0', description: 'Every route of the live route table. Errors answer the one error envelope with a catalogue code (GET /docs/errors/{code}).' },

@@ -23,11 +23,14 @@ import { Origins } from '../http/origin.js';
 import { canonicalIp, clientAddress } from '../http/client-address.js';
 import { HeldConnections } from './held.js';
 import { mountWebSocket } from './ws.js';
+import { TaskDispatch } from './dispatch.js';
 
 export class Realtime {
   readonly hub: Hub;
   readonly reach: ReachCache;
   readonly deliverer: Deliverer;
+  /** tasks handed to working sockets and streams */
+  readonly dispatch: TaskDispatch;
   /** an upgrade or stream from a browser page of another origin is refused (DNS rebinding) */
   readonly origins: Origins;
   /** open sockets and streams per client address */
@@ -50,6 +53,7 @@ export class Realtime {
     this.hub = new Hub(store, log, config.journalRetainEntries);
     this.reach = new ReachCache(org);
     this.deliverer = new Deliverer(signals);
+    this.dispatch = new TaskDispatch(signals, inbox, this.hub, log);
     this.origins = new Origins(links, config.allowedOrigins);
     this.held = new HeldConnections(config.maxConnectionsPerAddress);
     this.trusted = new Set(config.trustedProxies.map((ip) => canonicalIp(ip) ?? ip));
@@ -66,6 +70,7 @@ export class Realtime {
 
   async start(app: TemplatedApp, fail: (x: Exchange, rid: string, e: unknown) => void): Promise<void> {
     await this.hub.start();
+    this.dispatch.start();
     mountWebSocket(app, this);
     mountSse(app, this, fail);
   }
@@ -145,6 +150,7 @@ export class Realtime {
   }
 
   stop(): Promise<void> {
+    this.dispatch.stop();
     return this.hub.stop();
   }
 }

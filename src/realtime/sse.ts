@@ -18,6 +18,7 @@ import { closeCodeOf, Credential } from './credential.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
+import { checkTerms, type WorkTerms, type Worker } from './dispatch.js';
 
 class Stream implements Subscriber {
   lastSeq = 0;
@@ -32,6 +33,8 @@ class Stream implements Subscriber {
   private heartbeat: NodeJS.Timeout;
   private done = false;
   private credential: Credential;
+  /** a /tasks/stream's worker: task events by credits */
+  private worker: Worker | undefined;
 
   constructor(
     private x: Exchange,
@@ -70,6 +73,19 @@ class Stream implements Subscriber {
     x.onAbort = () => this.finish();
   }
 
+  /** Takes tasks by `terms`; each goes out as `event: task` (answered over HTTP: POST /ack, /tasks/:id/heartbeat). */
+  work(terms: WorkTerms): void {
+    this.worker = this.rt.dispatch.worker({
+      send: (f) => {
+        if (this.done) return false;
+        this.write(`event: task\ndata: ${JSON.stringify({ signal: f.signal, claim_token: f.claim_token })}\n\n`);
+        return true;
+      },
+      principal: () => this.audience.principal,
+    });
+    this.worker.work(terms);
+  }
+
   private get res(): HttpResponse {
     return this.x.res;
   }
@@ -84,7 +100,7 @@ class Stream implements Subscriber {
 
   /** While the key is re-checked every entry waits (`deliver` is full) and is decided under the rights it settles on. */
   wants(e: JournalEntry, seq: number): boolean {
-    return this.credential.pending(e, seq) || this.audience.wants(e);
+    return this.credential.pending(e, seq) || (!this.worker?.mutes(e, this.identityId) && this.audience.wants(e));
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
@@ -150,6 +166,7 @@ class Stream implements Subscriber {
   private finish(): void {
     if (this.done) return;
     this.done = true;
+    this.worker?.close();
     this.credential.close();
     clearInterval(this.heartbeat);
     this.drain.close();
@@ -162,8 +179,22 @@ class Stream implements Subscriber {
 /** an entry's SSE event: the same bytes for every stream */
 const eventBytes = perEntry((e, seq) => `id: ${seq}\nevent: ${e.type}\ndata: ${JSON.stringify(frameOf(e).data)}\n\n`);
 
+/** /tasks/stream's terms from its query: capacity, task_types (comma list), lease_ms, quiet=true */
+function termsOf(q: URLSearchParams): WorkTerms {
+  const int = (name: string) => (q.has(name) ? Number(q.get(name)) : undefined);
+  const quiet = q.get('quiet');
+  const terms = { capacity: int('capacity') ?? 1, task_types: commaList(q.get('task_types')), lease_ms: int('lease_ms'), quiet: quiet === null ? undefined : quiet === 'true' || quiet === '1' };
+  return checkTerms(Object.fromEntries(Object.entries(terms).filter(([, v]) => v !== undefined)));
+}
+
 export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void): void {
-  app.get('/signals/stream', (res, req) => {
+  mountStream(app, rt, fail, '/signals/stream', false);
+  mountStream(app, rt, fail, '/tasks/stream', true);
+}
+
+/** /signals/stream, or /tasks/stream: the same stream that also takes tasks by credits (docs/realtime.md, Task dispatch) */
+function mountStream(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, rid: string, e: unknown) => void, path: string, working: boolean): void {
+  app.get(path, (res, req) => {
     const x = exchange(res);
     const q = new URLSearchParams(req.getQuery() ?? '');
     const lastEventId = req.getHeader('last-event-id') || q.get('last_event_id') || undefined;
@@ -176,6 +207,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
       try {
         rt.origins.check(origin);
         release = rt.held.take(address);
+        const terms = working ? termsOf(q) : undefined;
         const token = q.get('token');
         if (!token) throw new AppError('AUTH_KEY_MISSING', 'Pass the API key in the token query parameter');
         const verifiedAt = rt.hub.cursor;
@@ -189,6 +221,7 @@ export function mountSse(app: TemplatedApp, rt: Realtime, fail: (x: Exchange, ri
         const audience = new Audience(principal, rt.reach, true, { rings: commaList(q.get('ring')), types: commaList(q.get('type')) });
         stream = new Stream(x, rt, principal, audience, rid, token, verifiedAt, release);
         await rt.hub.attach(stream, after);
+        if (terms) stream.work(terms);
       } catch (e) {
         if (stream) stream.fail(e);
         else {

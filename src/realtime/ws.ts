@@ -18,6 +18,7 @@ import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
 import { Drain } from './drain.js';
 import { parseCursor, type Delivery, type Subscriber } from './hub.js';
+import { checkTerms, type Answer, type Worker } from './dispatch.js';
 
 interface SocketData {
   principal: Principal;
@@ -38,7 +39,7 @@ export const MAX_PAYLOAD = 1024 * 1024;
 export const MAX_FRAME = 2 * MAX_PAYLOAD;
 
 /** The ops a client may send (docs/realtime.md); `Connection.ops` has one handler for each. */
-export const WS_OPS = ['emit', 'claim', 'ack', 'heartbeat', 'inbox.acknowledge', 'inbox.resolve', 'resume', 'subscribe'] as const;
+export const WS_OPS = ['emit', 'claim', 'ack', 'heartbeat', 'inbox.acknowledge', 'inbox.resolve', 'resume', 'subscribe', 'work', 'done', 'release'] as const;
 export type WsOp = (typeof WS_OPS)[number];
 const isOp = (op: unknown): op is WsOp => typeof op === 'string' && (WS_OPS as readonly string[]).includes(op);
 /** ops a socket may have waiting or running; one more is refused with RATE_LIMIT_EXCEEDED and not run */
@@ -108,6 +109,10 @@ class Connection implements Subscriber {
   readonly audience: Audience;
   private credential: Credential;
   private limits: { push: number; answer: number };
+  /** set by the first `work` op: the tasks dispatched to this socket */
+  private worker: Worker | undefined;
+  /** held tasks whose answer runs now: a second answer about one waits in the op queue */
+  private answering = new Set<string>();
 
   constructor(
     private ws: WebSocket<SocketData>,
@@ -135,7 +140,7 @@ class Connection implements Subscriber {
 
   /** While the key is re-checked every entry waits (`deliver` is full) and is decided under the rights it settles on. */
   wants(e: JournalEntry, seq: number): boolean {
-    return this.credential.pending(e, seq) || this.audience.wants(e);
+    return this.credential.pending(e, seq) || (!this.worker?.mutes(e, this.identityId) && this.audience.wants(e));
   }
 
   deliver(e: JournalEntry, seq: number): Delivery {
@@ -203,6 +208,7 @@ class Connection implements Subscriber {
     this.closed = true;
     this.credential.close();
     this.drain.close();
+    this.worker?.close();
     // End on the next turn: a socket ended inside uWS's own open callback (where a ?after= replay starts)
     // loses its queued frames and the close frame, and the client sees 1006 instead of this code.
     setImmediate(() => {
@@ -247,12 +253,39 @@ class Connection implements Subscriber {
     } catch {
       msg = undefined;
     }
+    if (msg && this.isAnswer(msg)) return this.answer(msg);
     if (this.pending >= MAX_PENDING_OPS) {
       return this.error(msg?.id, new AppError('RATE_LIMIT_EXCEEDED', `At most ${MAX_PENDING_OPS} ops may wait on one socket; wait for answers before sending more`, { limit: MAX_PENDING_OPS }));
     }
     const m = msg;
     if (!m) return this.then(async () => this.error(null, new AppError('VALIDATION_INVALID_TYPE', 'A frame must be a JSON object', { field: 'frame' })));
     this.then(() => this.op(m));
+  }
+
+  /**
+   * An answer about a task this socket was given runs at once, beside the op queue: answers of one turn then
+   * share a group commit, and they are bounded by the worker's capacity rather than by MAX_PENDING_OPS.
+   */
+  private isAnswer(m: Record<string, unknown>): boolean {
+    const id = m.signal_id;
+    return (m.op === 'done' || m.op === 'release' || m.op === 'heartbeat') && typeof id === 'string' && this.worker?.holds(id) === true && !this.answering.has(id);
+  }
+
+  private answer(m: Record<string, unknown>): void {
+    const id = m.signal_id as string;
+    this.answering.add(id);
+    void this.op(m).finally(() => this.answering.delete(id));
+  }
+
+  private workerFor(): Worker {
+    this.worker ??= this.rt.dispatch.worker({
+      send: (f) => {
+        this.frame(f);
+        return !this.closed;
+      },
+      principal: () => this.audience.principal,
+    });
+    return this.worker;
   }
 
   private async op(msg: Record<string, unknown>): Promise<void> {
@@ -290,6 +323,9 @@ class Connection implements Subscriber {
       const b = validate(HeartbeatBody, body);
       return this.rt.signals.heartbeat(p, b.signal_id, b);
     },
+    work: async (_p, body) => this.workerFor().work(checkTerms(body)),
+    done: (p, body) => this.finish(p, 'done', body),
+    release: (p, body) => this.finish(p, 'release', body),
     'inbox.acknowledge': (p, body) => this.rt.inbox.act(p, 'ACKNOWLEDGE', validate(ReceiptBody, body).signal_id),
     'inbox.resolve': (p, body) => this.rt.inbox.act(p, 'RESOLVE', validate(ReceiptBody, body).signal_id),
     resume: async (_p, body) => {
@@ -310,11 +346,19 @@ class Connection implements Subscriber {
     },
   };
 
+  /** done or release: a task this socket was given frees its credit; any other is acked as the ack op would */
+  private finish(p: Principal, op: 'done' | 'release', body: Record<string, unknown>): Promise<unknown> {
+    const b = validate(AckBody, body) as Answer;
+    if (this.worker?.holds(b.signal_id)) return this.worker.answer(p, op, b);
+    return this.rt.signals.ack(p, b.signal_id, op === 'release' ? 'failed' : (b.outcome ?? 'completed'), b.claim_token, b);
+  }
+
   closedByPeer(): void {
     this.closed = true;
     this.credential.close();
     this.peerGone = true;
     this.drain.close();
+    this.worker?.close();
   }
 }
 

@@ -80,7 +80,7 @@ describe.each(BACKENDS)('GET /openapi.json on %s', (backend) => {
       for (const c of codes) expect(JSON.stringify(op.responses)).toContain(`"${c}"`);
     }
     const documented = Object.entries<any>(doc.paths).flatMap(([p, ops]) => Object.keys(ops).map((m) => `${m} ${p}`));
-    const served = [...table.map((r) => `${VERB[r.method]} ${openApiPath(r.path)}`), 'get /signals/stream'];
+    const served = [...table.map((r) => `${VERB[r.method]} ${openApiPath(r.path)}`), 'get /signals/stream', 'get /tasks/stream'];
     expect(documented).toEqual(expect.arrayContaining(served));
     // beyond the REST table: the protocol surfaces app.ts serves (JSON-RPC, MCP, A2A), and nothing else
     const protocols = documented.filter((d) => !served.includes(d));
