@@ -31,6 +31,8 @@ import type { JournalEntry } from '../journal/journal.js';
 import { bearerToken } from '../auth/keys.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
+import { validate } from '../validation.js';
+import { WAIT_DESCRIPTION, Waiter, WaitParams } from './wait.js';
 
 /** The interface's eighteen tools, the three reservation tools (issue 17), the task-planning, retry and heartbeat tools (issue 27), and the method each one is. A tool whose method is not in the table is not offered. */
 export const TOOLS: Record<string, string> = {
@@ -65,9 +67,13 @@ export const TOOLS: Record<string, string> = {
 const PROFILE_TOOLS: Record<string, string> = {
   svc_claim_next: 'workflow.next',
   svc_my_tasks: 'tasks.mine',
+  /** not a method of the table: it holds the call open on the push hub (src/mcp/wait.ts) */
+  svc_wait: 'inbox.wait',
 };
 
-const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
+const WAIT_TOOL = 'svc_wait';
+
+const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami', WAIT_TOOL];
 
 /**
  * Tool profiles (`/mcp?tools=<profile>` on the initialize request; the session keeps it): `core` fits a
@@ -125,6 +131,7 @@ interface Session {
   /** the tool profile named at initialize; undefined = TOOLS */
   profile?: string;
   subs: Subscriptions;
+  waiter: Waiter;
 }
 
 /** One session's subscribed URIs and the journal tail that serves them (attached while any is subscribed). */
@@ -213,24 +220,29 @@ export class Mcp {
   private tools(profile: string | undefined) {
     return (profile ? PROFILES[profile] : Object.keys(TOOLS))
       .map((name) => [name, methodOf(name, profile)!] as const)
-      .filter(([, method]) => method in this.table)
+      .filter(([name, method]) => name === WAIT_TOOL || method in this.table)
       .map(([name, method]) => {
+        if (name === WAIT_TOOL) return { name, description: WAIT_DESCRIPTION, inputSchema: { ...jsonSchema(WaitParams.schema), properties: { ...jsonSchema(WaitParams.schema).properties, view: VIEW } } };
         const inputSchema = jsonSchema(this.table[method].params.schema);
         if (profile) inputSchema.properties = { ...inputSchema.properties, view: VIEW };
         return { name, description: this.table[method].description, inputSchema };
       });
   }
 
-  private server(subs: () => Subscriptions, profile: string | undefined): McpServer {
+  private server(session: () => Session, profile: string | undefined): McpServer {
+    const subs = () => session().subs;
     const mcp = new McpServer({ name: 'agent-coordination-service', version: this.version }, { capabilities: { tools: {}, resources: { subscribe: true } } });
     mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools(profile) }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-      const method = methodOf(req.params.name, profile);
-      if (!method || !(method in this.table)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${req.params.name}`);
+      const name = req.params.name;
+      const method = methodOf(name, profile);
+      if (!method || (name !== WAIT_TOOL && !(method in this.table))) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${name}`);
       if (!profile) return this.call(method, principalOf(extra), req.params.arguments ?? {});
       // a profile answers the compact view unless the call asks for the full one
       const { view, ...args } = (isObject(req.params.arguments) ? req.params.arguments : {}) as Record<string, unknown>;
-      return this.call(method, principalOf(extra), args, view === 'full' ? undefined : compactView);
+      const shape = view === 'full' ? undefined : compactView;
+      if (name === WAIT_TOOL) return this.answer(() => session().waiter.wait(principalOf(extra), extra.authInfo?.token ?? '', validate(WaitParams, args), extra.signal), name, shape);
+      return this.call(method, principalOf(extra), args, shape);
     });
     mcp.server.setRequestHandler(ListResourcesRequestSchema, (_req, extra) => ({ resources: this.resources.list(principalOf(extra)) }));
     mcp.server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: TEMPLATES }));
@@ -270,9 +282,13 @@ export class Mcp {
     }
   }
 
-  private async call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
+  private call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
+    return this.answer(() => invoke(resolve(this.table, method, args)!, p), method, view);
+  }
+
+  private async answer(run: () => Promise<unknown>, method: string, view?: (v: unknown) => unknown): Promise<CallToolResult> {
     try {
-      const out = await invoke(resolve(this.table, method, args)!, p);
+      const out = await run();
       const result = view ? view(out) : out;
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
@@ -358,11 +374,11 @@ export class Mcp {
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
-    const server = this.server(() => session.subs, profile);
+    const server = this.server(() => session, profile);
     const subs = new Subscriptions(this.watch, (uri) => {
       server.server.sendResourceUpdated({ uri }).catch((err: unknown) => this.log.warn({ err, uri }, 'mcp resource update not sent'));
     }, this.log, () => void transport.close().catch(() => {}));
-    session = { transport, owner, profile, subs };
+    session = { transport, owner, profile, subs, waiter: new Waiter(this.table, (p, key, onEntry, onEnded) => this.watch.watch(p, key, onEntry, onEnded)) };
     transport.onclose = () => {
       subs.close();
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
