@@ -25,7 +25,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import { catalogue, clientError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
-import type { Principal } from '../identity/model.js';
+import type { McpProfile, Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { JournalEntry } from '../journal/journal.js';
 import { bearerToken } from '../auth/keys.js';
@@ -79,7 +79,7 @@ const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim
  * Tool profiles (`/mcp?tools=<profile>` on the initialize request; the session keeps it): `core` fits a
  * context window (at most 8 tools); the others add their part. No `?tools` lists TOOLS, as before.
  */
-export const PROFILES: Record<string, string[]> = {
+export const PROFILES: Record<McpProfile, string[]> = {
   core: CORE,
   tasks: [...CORE, 'svc_claim_task', 'svc_my_tasks', 'svc_ready_tasks', 'svc_task_graph', 'svc_heartbeat_task', 'svc_retry_task', 'svc_search_signals', 'svc_batch_emit', 'svc_list_roles', 'svc_list_rings'],
   memory: [...CORE, 'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate'],
@@ -89,7 +89,7 @@ export const PROFILES: Record<string, string[]> = {
 
 /** the method a tool name stands for, in a profile or the default list */
 const methodOf = (tool: string, profile: string | undefined): string | undefined =>
-  profile ? (PROFILES[profile].includes(tool) ? (TOOLS[tool] ?? PROFILE_TOOLS[tool]) : undefined) : Object.hasOwn(TOOLS, tool) ? TOOLS[tool] : undefined;
+  profile ? (PROFILES[profile as McpProfile].includes(tool) ? (TOOLS[tool] ?? PROFILE_TOOLS[tool]) : undefined) : Object.hasOwn(TOOLS, tool) ? TOOLS[tool] : undefined;
 
 /** Committed journal entries for one principal, as they happen; the push hub provides it (wired in src/app.ts). */
 export interface JournalWatch {
@@ -218,7 +218,7 @@ export class Mcp {
   ) {}
 
   private tools(profile: string | undefined) {
-    return (profile ? PROFILES[profile] : Object.keys(TOOLS))
+    return (profile ? PROFILES[profile as McpProfile] : Object.keys(TOOLS))
       .map((name) => [name, methodOf(name, profile)!] as const)
       .filter(([name, method]) => name === WAIT_TOOL || method in this.table)
       .map(([name, method]) => {
@@ -314,7 +314,8 @@ export class Mcp {
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
     if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
-    const profile = typeof r.query?.tools === 'string' ? r.query.tools : undefined;
+    // the request's ?tools= first, else the key's default profile
+    const profile = typeof r.query?.tools === 'string' ? r.query.tools : r.principal.key.mcp_profile;
     if (profile !== undefined && !Object.hasOwn(PROFILES, profile)) return rpcError(400, ErrorCode.InvalidParams, `Invalid params: tools must be one of ${Object.keys(PROFILES).join(', ')}`);
     const invalid = invalidParams(body);
     if (invalid) return new Response(JSON.stringify(invalid), { status: 200, headers: { 'content-type': 'application/json' } });

@@ -8,7 +8,7 @@ import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { getEncoding } from 'js-tiktoken';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bootstrap, join, type Member } from '../helpers/client.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk } from './support.js';
 
@@ -103,5 +103,35 @@ describe.each(BACKENDS)('MCP tool profiles on %s', (backend) => {
     const refused: any = await core.callTool({ name: 'svc_wait', arguments: { timeout_s: 600 } });
     expect(refused.isError).toBe(true);
     expect(refused.content[0].text).toMatch(/^VALIDATION_/);
+  });
+
+  it("a key's mcp_profile is /mcp's default: set at key create, rotate and invite, overridden by ?tools=, its values checked", async () => {
+    const toolsOf = async (key: string, profile?: string) => {
+      const c = await connect(url, key, profile);
+      open.push(c);
+      return (await c.listTools()).tools.map((t) => t.name);
+    };
+    const made = await root.client.post('/admin/api-keys', { owner: worker.id, mcp_profile: 'reservations' });
+    expect(made.status).toBe(201);
+    expect(made.body.data.mcp_profile).toBe('reservations');
+    expect(await toolsOf(made.body.data.api_key)).toEqual(listed.reservations.map((t) => t.name));
+    expect(await toolsOf(made.body.data.api_key, 'core')).toEqual(CORE);
+    // a rotation keeps the default unless it names one; null clears it
+    const kept = await root.client.post(`/admin/api-keys/${made.body.data.id}/rotate`, {});
+    expect(kept.status).toBe(200);
+    expect(await toolsOf(kept.body.data.api_key)).toEqual(listed.reservations.map((t) => t.name));
+    const changed = await root.client.post(`/admin/api-keys/${kept.body.data.id}/rotate`, { mcp_profile: 'memory' });
+    expect(await toolsOf(changed.body.data.api_key)).toEqual(listed.memory.map((t) => t.name));
+    const cleared = await root.client.post(`/admin/api-keys/${changed.body.data.id}/rotate`, { mcp_profile: null });
+    expect(await toolsOf(cleared.body.data.api_key)).toEqual(listed.default.map((t) => t.name));
+    const inv = await root.client.post('/invite/create', { name: 'profiled', type: 'agent', mcp_profile: 'core' });
+    expect(inv.status).toBe(201);
+    const red = await new Client(url).post('/invite', { code: inv.body.data.code, name: 'profiled', type: 'agent' });
+    expect(red.status).toBe(201);
+    expect(await toolsOf(red.body.data.api_key)).toEqual(CORE);
+    // a value outside the profiles is refused on each
+    expect((await root.client.post('/admin/api-keys', { owner: worker.id, mcp_profile: 'everything' })).body.error.code).toMatch(/^VALIDATION_/);
+    expect((await root.client.post(`/admin/api-keys/${cleared.body.data.id}/rotate`, { mcp_profile: 'everything' })).body.error.code).toMatch(/^VALIDATION_/);
+    expect((await root.client.post('/invite/create', { name: 'bad', type: 'agent', mcp_profile: 'everything' })).body.error.code).toBe('INVITE_VALIDATION_FAILED');
   });
 });
