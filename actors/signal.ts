@@ -203,6 +203,14 @@ const ackUnleased = [
 /** A heartbeat with no lease to extend: an older grant's token is stale; otherwise the caller holds nothing. */
 const heartbeatUnleased = [staleClaim, { guard: 'isTask' as const, actions: refuse('SIGNAL_ACK_UNAUTHORIZED', { reason: 'not_claimed' }) }, { actions: refuse('SIGNAL_CLAIM_NOT_TASK') }];
 
+/** What a task not claimable yet (waiting) or ever (blocked) answers alike: no ack, its emitter may cancel, its deadline and ack timers still run. */
+const unclaimable = {
+  ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
+  CANCEL: { target: 'acked', actions: 'cancel' },
+  DEADLINE: expire,
+  ACK_DUE: ackDue,
+} as const;
+
 export const signalMachine = setup({
   types: { context: {} as SignalContext, events: {} as SignalEvent },
   actions: {
@@ -333,20 +341,14 @@ export const signalMachine = setup({
         NOT_BEFORE: { guard: 'ready', target: 'pending', actions: 'stamp' },
         RETRY_DUE: { guard: 'ready', target: 'pending', actions: 'stamp' },
         CLAIM: [staleClaim, { actions: refuseWaiting }],
-        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
-        CANCEL: { target: 'acked', actions: 'cancel' },
-        DEADLINE: expire,
-        ACK_DUE: ackDue,
+        ...unclaimable,
       },
     },
     // A dependency ended without completing: the task can never run; its emitter may cancel it.
     blocked: {
       on: {
         CLAIM: [staleClaim, { actions: refuseBlocked }],
-        ACK: { actions: refuse('SIGNAL_DELIVERY_INVALID_TRANSITION') },
-        CANCEL: { target: 'acked', actions: 'cancel' },
-        DEADLINE: expire,
-        ACK_DUE: ackDue,
+        ...unclaimable,
       },
     },
     delivered: {

@@ -4,12 +4,13 @@ import { compile, Key } from '../validation.js';
 import { IDENTITY_TYPES } from '../identity/invites.js';
 import type { Principal } from '../identity/model.js';
 import { Address, AgentId } from './auth.js';
+import { McpProfileField } from './admin.js';
 import type { Services } from './services.js';
 
 const IdentityType = Type.Union(IDENTITY_TYPES.map((t) => Type.Literal(t)));
 const Name = Key('identity_name');
 
-const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()), expires_at: Type.Optional(Type.String({ format: 'date-time' })) }));
+const CreateBody = compile(Type.Object({ name: Name, type: IdentityType, is_admin: Type.Optional(Type.Boolean()), expires_at: Type.Optional(Type.String({ format: 'date-time' })), mcp_profile: Type.Optional(McpProfileField) }));
 const RedeemBody = compile(
   Type.Object({
     code: Type.String({ minLength: 1 }),

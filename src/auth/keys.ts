@@ -19,7 +19,7 @@ export const emptyPermissions = (): Permissions => ({ signal_types: [], rings: [
  * it (the caller's key, an invite's creator, a wallet binding): a key reaching beyond it is refused
  * (AUTH_SCOPE_DENIED), so no credential obtains a credential with more rights than itself.
  */
-export function issueKey(owner: string, grantor: Standing, opts: Partial<Pick<ApiKey, 'permissions' | 'ring_scopes' | 'expires_at' | 'rate_limit' | 'wallet' | 'parent'>> = {}) {
+export function issueKey(owner: string, grantor: Standing, opts: Partial<Pick<ApiKey, 'permissions' | 'ring_scopes' | 'expires_at' | 'rate_limit' | 'wallet' | 'parent' | 'mcp_profile'>> = {}) {
   const permissions = opts.permissions ?? emptyPermissions();
   const ring_scopes = opts.ring_scopes ?? [];
   assertWithin(grantor, { permissions, ring_scopes });
@@ -37,6 +37,7 @@ export function issueKey(owner: string, grantor: Standing, opts: Partial<Pick<Ap
     hash,
     ...(opts.wallet ? { wallet: opts.wallet } : {}),
     ...(opts.parent ? { parent: opts.parent } : {}),
+    ...(opts.mcp_profile ? { mcp_profile: opts.mcp_profile } : {}),
   };
   const ops: Op[] = [
     { op: 'put', key: keys.apiKey(record.id), value: record, expect: 0 },

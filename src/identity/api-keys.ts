@@ -8,7 +8,7 @@ import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotenc
 import { loadAll } from '../store/scan.js';
 import type { Op, Store } from '../store/port.js';
 import { auditOps } from '../audit/audit.js';
-import { indexes, keys, publicKey, type ApiKey, type Identity, type Permissions, type Principal, type WalletBinding } from './model.js';
+import { indexes, keys, publicKey, type ApiKey, type Identity, type McpProfile, type Permissions, type Principal, type WalletBinding } from './model.js';
 
 export interface KeyCreate {
   owner?: string;
@@ -16,6 +16,12 @@ export interface KeyCreate {
   ring_scopes?: string[];
   expires_at?: string;
   rate_limit?: number;
+  mcp_profile?: McpProfile;
+}
+
+/** A rotation's changes: the successor keeps the old key's default MCP profile unless one is named (null: none). */
+export interface KeyRotate {
+  mcp_profile?: McpProfile | null;
 }
 
 export class ApiKeys {
@@ -31,6 +37,7 @@ export class ApiKeys {
       ring_scopes: body.ring_scopes ?? [],
       expires_at: body.expires_at ?? null,
       rate_limit: body.rate_limit ?? null,
+      mcp_profile: body.mcp_profile,
     });
     const audit = auditOps({ actor: admin.identity.id, action: 'api_key.create', target: key.record.id, requestId: admin.requestId, details: { owner } });
     const answer = { api_key: key.plain, ...publicKey(key.record) };
@@ -59,7 +66,7 @@ export class ApiKeys {
    * Revokes the key and issues a new one with the same owner and permissions, in one commit; a wallet the
    * old key bound stays bound, by the new one.
    */
-  async rotate(admin: Principal, id: string) {
+  async rotate(admin: Principal, id: string, body: KeyRotate = {}) {
     const done = committedEffect<{ api_key: string; id: string }>();
     if (done) return done;
     return this.rt.retry(async () => {
@@ -67,7 +74,7 @@ export class ApiKeys {
       if (!cur) throw new AppError('NOT_FOUND', `No API key ${id}`);
       const k = cur.value;
       if (k.revoked) throw new AppError('POLICY_DENIED', 'A revoked key cannot be rotated; create a new key instead');
-      const fresh = issueKey(k.owner, standingOf(admin.key), { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit, wallet: k.wallet, parent: k.parent });
+      const fresh = issueKey(k.owner, standingOf(admin.key), { permissions: k.permissions, ring_scopes: k.ring_scopes, expires_at: k.expires_at, rate_limit: k.rate_limit, wallet: k.wallet, parent: k.parent, mcp_profile: body.mcp_profile === undefined ? k.mcp_profile : (body.mcp_profile ?? undefined) });
       const moved = await rebindOps(this.rt.store, k, fresh.record.id);
       const result = { api_key: fresh.plain, id: fresh.record.id };
       return {

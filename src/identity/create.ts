@@ -8,7 +8,7 @@ import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import { membershipCreateOps } from '../org/memberships.js';
 import type { Standing } from '../auth/standing.js';
 import { presenceIndexes } from '../presence/presence.js';
-import { indexes, keys, type Company, type Identity, type WalletBinding } from './model.js';
+import { indexes, keys, type Company, type Identity, type McpProfile, type WalletBinding } from './model.js';
 
 export interface NewIdentity {
   id?: string;
@@ -29,6 +29,8 @@ export interface Grant {
   standing: Standing;
   key: boolean;
   by?: string;
+  /** the new key's default MCP tool profile */
+  mcp_profile?: McpProfile;
 }
 
 /**
@@ -57,7 +59,7 @@ export async function identityPlan(store: Store, n: NewIdentity, nameTaken: AppE
   };
   const companyRec = company?.value as Company | undefined;
   const org: Company = companyRec ?? { id: newId(), name: 'default', created_at: now };
-  const key = grant.key ? issueKey(identity.id, grant.standing, grant.standing) : undefined;
+  const key = grant.key ? issueKey(identity.id, grant.standing, { ...grant.standing, mcp_profile: grant.mcp_profile }) : undefined;
   const ops: Op[] = [
     { op: 'put', key: keys.identity(identity.id), value: identity, expect: 0 },
     { op: 'put', key: keys.identityName(identity.name), value: { id: identity.id }, expect: 0 },

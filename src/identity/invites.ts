@@ -10,7 +10,7 @@ import { auditOps } from '../audit/audit.js';
 import type { Siwe } from '../auth/siwe.js';
 import { standingOf, unrestricted } from '../auth/standing.js';
 import { identityPlan } from './create.js';
-import { indexes, keys, type Identity, type Invite, type Principal } from './model.js';
+import { indexes, keys, type Identity, type Invite, type McpProfile, type Principal } from './model.js';
 import type { Registry } from './registry.js';
 import { inviteSkill } from './skill.js';
 
@@ -21,6 +21,7 @@ export interface InviteCreate {
   type: string;
   is_admin?: boolean;
   expires_at?: string;
+  mcp_profile?: McpProfile;
 }
 
 export interface WalletProof {
@@ -75,6 +76,7 @@ export class Invites {
       expires_at: body.expires_at ? iso(Date.parse(body.expires_at)) : null,
       // the key redeemed from it carries no more than the key that made it
       standing: principal ? standingOf(principal.key) : unrestricted(),
+      ...(body.mcp_profile ? { mcp_profile: body.mcp_profile } : {}),
     };
     const res = await this.store.commit([
       { op: 'put', key: keys.invite(invite.code), value: invite, expect: 0 },
@@ -111,7 +113,7 @@ export class Invites {
       if (!invite.created_by && (await this.store.get(keys.bootstrap))) throw new AppError('INVITE_ALREADY_REDEEMED', 'The instance is already bootstrapped');
       const proof = body.wallet_address ? await this.siwe.proof(body.wallet_address, body.message!, body.signature!, 'INVITE_VALIDATION_FAILED') : undefined;
       const taken = new AppError('INVITE_VALIDATION_FAILED', `An identity named "${body.name}" exists`, { field: 'name', reason: 'taken' });
-      const plan = await identityPlan(this.store, { ...body, is_admin: invite.is_admin, wallet_address: proof?.address ?? null, agent_8004_id: body.agent_8004_id ?? null }, taken, { standing: invite.standing ?? unrestricted(), key: true });
+      const plan = await identityPlan(this.store, { ...body, is_admin: invite.is_admin, wallet_address: proof?.address ?? null, agent_8004_id: body.agent_8004_id ?? null }, taken, { standing: invite.standing ?? unrestricted(), key: true, mcp_profile: invite.mcp_profile });
       const now = plan.identity.created_at;
       const ops: Op[] = [
         { op: 'put', key: keys.invite(invite.code), value: { ...invite, redeemed_by: plan.identity.id, redeemed_at: now }, expect: inv.version },

@@ -26,6 +26,10 @@ export interface Permissions {
   memory_scopes: string[];
 }
 
+/** The MCP tool profiles (`/mcp?tools=`, docs/surfaces.md); a key may name one as its default. */
+export const MCP_PROFILES = ['core', 'tasks', 'memory', 'reservations', 'all'] as const;
+export type McpProfile = (typeof MCP_PROFILES)[number];
+
 export interface ApiKey {
   id: string;
   owner: string;
@@ -41,6 +45,8 @@ export interface ApiKey {
   wallet?: string;
   /** a SIWE session key: the key that bound its wallet; revoking that one ends this one too */
   parent?: string;
+  /** the tool profile `/mcp` uses when the initialize request names none (not a right: it only picks tools) */
+  mcp_profile?: McpProfile;
 }
 
 /**
@@ -69,6 +75,8 @@ export interface Invite {
   expires_at: string | null;
   /** the creating key's standing: the redeemed key carries no more (absent on invites made before the rule: unrestricted) */
   standing?: { permissions: Permissions; ring_scopes: string[] };
+  /** the redeemed key's default MCP tool profile */
+  mcp_profile?: McpProfile;
 }
 
 export interface Company {

@@ -25,12 +25,14 @@ import {
 import { randomUUID } from 'node:crypto';
 import { catalogue, clientError } from '../errors.js';
 import type { Request, Route } from '../http/server.js';
-import type { Principal } from '../identity/model.js';
+import type { McpProfile, Principal } from '../identity/model.js';
 import type { Logger } from '../log.js';
 import type { JournalEntry } from '../journal/journal.js';
 import { bearerToken } from '../auth/keys.js';
 import { errorOf, invoke, resolve, type MethodTable } from '../surface/methods.js';
 import { TEMPLATES, type Located, type Resources, type Seen } from '../surface/resources.js';
+import { validate } from '../validation.js';
+import { WAIT_DESCRIPTION, Waiter, WaitParams } from './wait.js';
 
 /** The interface's eighteen tools, the three reservation tools (issue 17), the task-planning, retry and heartbeat tools (issue 27), and the method each one is. A tool whose method is not in the table is not offered. */
 export const TOOLS: Record<string, string> = {
@@ -65,15 +67,19 @@ export const TOOLS: Record<string, string> = {
 const PROFILE_TOOLS: Record<string, string> = {
   svc_claim_next: 'workflow.next',
   svc_my_tasks: 'tasks.mine',
+  /** not a method of the table: it holds the call open on the push hub (src/mcp/wait.ts) */
+  svc_wait: 'inbox.wait',
 };
 
-const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami'];
+const WAIT_TOOL = 'svc_wait';
+
+const CORE = ['svc_emit_signal', 'svc_check_inbox', 'svc_ack_signal', 'svc_claim_next', 'svc_get_thread', 'svc_whoami', WAIT_TOOL];
 
 /**
  * Tool profiles (`/mcp?tools=<profile>` on the initialize request; the session keeps it): `core` fits a
  * context window (at most 8 tools); the others add their part. No `?tools` lists TOOLS, as before.
  */
-export const PROFILES: Record<string, string[]> = {
+export const PROFILES: Record<McpProfile, string[]> = {
   core: CORE,
   tasks: [...CORE, 'svc_claim_task', 'svc_my_tasks', 'svc_ready_tasks', 'svc_task_graph', 'svc_heartbeat_task', 'svc_retry_task', 'svc_search_signals', 'svc_batch_emit', 'svc_list_roles', 'svc_list_rings'],
   memory: [...CORE, 'svc_memory_store', 'svc_memory_query', 'svc_memory_recall', 'svc_memory_list', 'svc_memory_update', 'svc_memory_forget', 'svc_memory_relate'],
@@ -83,7 +89,7 @@ export const PROFILES: Record<string, string[]> = {
 
 /** the method a tool name stands for, in a profile or the default list */
 const methodOf = (tool: string, profile: string | undefined): string | undefined =>
-  profile ? (PROFILES[profile].includes(tool) ? (TOOLS[tool] ?? PROFILE_TOOLS[tool]) : undefined) : Object.hasOwn(TOOLS, tool) ? TOOLS[tool] : undefined;
+  profile ? (PROFILES[profile as McpProfile].includes(tool) ? (TOOLS[tool] ?? PROFILE_TOOLS[tool]) : undefined) : Object.hasOwn(TOOLS, tool) ? TOOLS[tool] : undefined;
 
 /** Committed journal entries for one principal, as they happen; the push hub provides it (wired in src/app.ts). */
 export interface JournalWatch {
@@ -125,6 +131,7 @@ interface Session {
   /** the tool profile named at initialize; undefined = TOOLS */
   profile?: string;
   subs: Subscriptions;
+  waiter: Waiter;
 }
 
 /** One session's subscribed URIs and the journal tail that serves them (attached while any is subscribed). */
@@ -211,26 +218,31 @@ export class Mcp {
   ) {}
 
   private tools(profile: string | undefined) {
-    return (profile ? PROFILES[profile] : Object.keys(TOOLS))
+    return (profile ? PROFILES[profile as McpProfile] : Object.keys(TOOLS))
       .map((name) => [name, methodOf(name, profile)!] as const)
-      .filter(([, method]) => method in this.table)
+      .filter(([name, method]) => name === WAIT_TOOL || method in this.table)
       .map(([name, method]) => {
+        if (name === WAIT_TOOL) return { name, description: WAIT_DESCRIPTION, inputSchema: { ...jsonSchema(WaitParams.schema), properties: { ...jsonSchema(WaitParams.schema).properties, view: VIEW } } };
         const inputSchema = jsonSchema(this.table[method].params.schema);
         if (profile) inputSchema.properties = { ...inputSchema.properties, view: VIEW };
         return { name, description: this.table[method].description, inputSchema };
       });
   }
 
-  private server(subs: () => Subscriptions, profile: string | undefined): McpServer {
+  private server(session: () => Session, profile: string | undefined): McpServer {
+    const subs = () => session().subs;
     const mcp = new McpServer({ name: 'agent-coordination-service', version: this.version }, { capabilities: { tools: {}, resources: { subscribe: true } } });
     mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools(profile) }));
     mcp.server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-      const method = methodOf(req.params.name, profile);
-      if (!method || !(method in this.table)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${req.params.name}`);
+      const name = req.params.name;
+      const method = methodOf(name, profile);
+      if (!method || (name !== WAIT_TOOL && !(method in this.table))) throw new McpError(ErrorCode.InvalidParams, `Unknown tool ${name}`);
       if (!profile) return this.call(method, principalOf(extra), req.params.arguments ?? {});
       // a profile answers the compact view unless the call asks for the full one
       const { view, ...args } = (isObject(req.params.arguments) ? req.params.arguments : {}) as Record<string, unknown>;
-      return this.call(method, principalOf(extra), args, view === 'full' ? undefined : compactView);
+      const shape = view === 'full' ? undefined : compactView;
+      if (name === WAIT_TOOL) return this.answer(() => session().waiter.wait(principalOf(extra), extra.authInfo?.token ?? '', validate(WaitParams, args), extra.signal), name, shape);
+      return this.call(method, principalOf(extra), args, shape);
     });
     mcp.server.setRequestHandler(ListResourcesRequestSchema, (_req, extra) => ({ resources: this.resources.list(principalOf(extra)) }));
     mcp.server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: TEMPLATES }));
@@ -270,9 +282,13 @@ export class Mcp {
     }
   }
 
-  private async call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
+  private call(method: string, p: Principal, args: unknown, view?: (v: unknown) => unknown): Promise<CallToolResult> {
+    return this.answer(() => invoke(resolve(this.table, method, args)!, p), method, view);
+  }
+
+  private async answer(run: () => Promise<unknown>, method: string, view?: (v: unknown) => unknown): Promise<CallToolResult> {
     try {
-      const out = await invoke(resolve(this.table, method, args)!, p);
+      const out = await run();
       const result = view ? view(out) : out;
       return { content: [{ type: 'text', text: JSON.stringify(result) }], ...(isObject(result) ? { structuredContent: result } : {}) };
     } catch (e) {
@@ -298,7 +314,8 @@ export class Mcp {
     let session = sid ? this.sessions.get(sid) : undefined;
     if (sid && (!session || session.owner !== r.principal.identity.id)) return rpcError(404, -32001, 'Session not found');
     if (!session && !isInitialize(body)) return rpcError(400, -32000, 'Bad Request: no valid session id; send initialize first');
-    const profile = typeof r.query?.tools === 'string' ? r.query.tools : undefined;
+    // the request's ?tools= first, else the key's default profile
+    const profile = typeof r.query?.tools === 'string' ? r.query.tools : r.principal.key.mcp_profile;
     if (profile !== undefined && !Object.hasOwn(PROFILES, profile)) return rpcError(400, ErrorCode.InvalidParams, `Invalid params: tools must be one of ${Object.keys(PROFILES).join(', ')}`);
     const invalid = invalidParams(body);
     if (invalid) return new Response(JSON.stringify(invalid), { status: 200, headers: { 'content-type': 'application/json' } });
@@ -358,11 +375,11 @@ export class Mcp {
       },
       onsessionclosed: (id) => void this.sessions.delete(id),
     });
-    const server = this.server(() => session.subs, profile);
+    const server = this.server(() => session, profile);
     const subs = new Subscriptions(this.watch, (uri) => {
       server.server.sendResourceUpdated({ uri }).catch((err: unknown) => this.log.warn({ err, uri }, 'mcp resource update not sent'));
     }, this.log, () => void transport.close().catch(() => {}));
-    session = { transport, owner, profile, subs };
+    session = { transport, owner, profile, subs, waiter: new Waiter(this.table, (p, key, onEntry, onEnded) => this.watch.watch(p, key, onEntry, onEnded)) };
     transport.onclose = () => {
       subs.close();
       if (transport.sessionId) this.sessions.delete(transport.sessionId);

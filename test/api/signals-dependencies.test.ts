@@ -7,12 +7,9 @@
  */
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
-import { PushSocket } from '../helpers/push.js';
+import { describe, expect, it } from 'vitest';
 import { BACKENDS, serversOn } from '../helpers/server.js';
-import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+import { taskFixture } from '../helpers/tasks.js';
 import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
 /** open for a claim: the worker's socket may have marked it delivered already */
@@ -22,51 +19,29 @@ const ENV = { ALLOW_PRIVATE_NETWORK: 'true', WEBHOOK_BACKOFF_BASE_MS: '100', WEB
 
 describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
   const servers = serversOn(backend);
-  let svc: Service;
-  let root: Member;
-  let boss: Member;
-  let worker: Member;
-  let socket: PushSocket;
-  let bossSocket: PushSocket;
-  let rx: Receiver;
+  const fx = taskFixture(servers, { names: 'dep', env: ENV, bossSocket: true, webhooks: ['task.expired'] });
   let n = 0;
 
-  beforeAll(async () => {
-    svc = await servers.start(ENV);
-    root = await bootstrap(svc.url);
-    boss = await join(root.client, 'dep-boss');
-    worker = await join(root.client, 'dep-worker');
-    rx = await startReceiver();
-    rx.secret = expectOk(await root.client.post('/admin/webhooks', { url: rx.url, events: ['task.expired'] }), 201).secret;
-    socket = await PushSocket.open(svc.url, worker.key, { label: 'worker' });
-    bossSocket = await PushSocket.open(svc.url, boss.key, { label: 'boss' });
-  });
-  afterAll(async () => {
-    await socket?.close();
-    await bossSocket?.close();
-    await rx?.close();
-  });
-
-  /** a task to the worker, with its own task_type so ready lists of one test see only its tasks */
-  const task = (type: string, extra: Record<string, unknown> = {}) => emitOk(boss, { signal_type: 'task', content: `${type} ${++n}`, to_identity: worker.id, payload: { task_type: type }, ...extra });
-  const get = async (id: string) => (await expectOk(await worker.client.get(`/signals/list?type=task&limit=100`))).signals.find((s: any) => s.id === id);
-  const ready = async (type: string) => expectOk(await worker.client.get(`/tasks/ready?task_types=${type}&limit=100`));
+  /** a task to the fx.worker, with its own task_type so ready lists of one test see only its tasks */
+  const task = (type: string, extra: Record<string, unknown> = {}) => emitOk(fx.boss, { signal_type: 'task', content: `${type} ${++n}`, to_identity: fx.worker.id, payload: { task_type: type }, ...extra });
+  const get = async (id: string) => (await expectOk(await fx.worker.client.get(`/signals/list?type=task&limit=100`))).signals.find((s: any) => s.id === id);
+  const ready = async (type: string) => expectOk(await fx.worker.client.get(`/tasks/ready?task_types=${type}&limit=100`));
   const readyIds = async (type: string) => (await ready(type)).tasks.map((t: any) => t.id);
   const complete = async (id: string) => {
-    expectOk(await worker.client.post('/claim', { signal_id: id }));
-    return expectOk(await worker.client.post('/ack', { signal_id: id, outcome: 'completed' }));
+    expectOk(await fx.worker.client.post('/claim', { signal_id: id }));
+    return expectOk(await fx.worker.client.post('/ack', { signal_id: id, outcome: 'completed' }));
   };
   /** the pushes of a task becoming claimable: updates of it that arrive in the `pending` state */
-  const releases = (id: string) => socket.updates(id).filter((f) => f.signal.delivery_state === 'pending' && f.signal.blocked_by.length === 0);
+  const releases = (id: string) => fx.workerSocket.updates(id).filter((f) => f.signal.delivery_state === 'pending' && f.signal.blocked_by.length === 0);
 
   it('refuses dependencies that are unknown, not tasks, or on a signal that is not a task', async () => {
-    expectError(await boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: [UNKNOWN] }), 404, 'SIGNAL_NOT_FOUND', 'depends_on');
-    const pulse = await emitOk(boss, { signal_type: 'pulse', content: 'not a task' });
-    expectError(await boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: [pulse.id] }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
+    expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: [UNKNOWN] }), 404, 'SIGNAL_NOT_FOUND', 'depends_on');
+    const pulse = await emitOk(fx.boss, { signal_type: 'pulse', content: 'not a task' });
+    expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: [pulse.id] }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
     const t = await task('refuse');
-    expectError(await boss.client.post('/emit', { signal_type: 'pulse', content: 'x', depends_on: [t.id] }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
-    expectError(await boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: Array.from({ length: 101 }, () => t.id) }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
-    expectError(await boss.client.post('/emit', { signal_type: 'task', content: 'x', deadline: new Date(Date.now() - 1000).toISOString() }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'deadline');
+    expectError(await fx.boss.client.post('/emit', { signal_type: 'pulse', content: 'x', depends_on: [t.id] }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
+    expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', depends_on: Array.from({ length: 101 }, () => t.id) }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'depends_on');
+    expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', deadline: new Date(Date.now() - 1000).toISOString() }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'deadline');
   });
 
   for (const order of ['left first', 'right first', 'both at once'] as const)
@@ -78,7 +53,7 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
       const sink = await task(type, { depends_on: [left.id, right.id] });
       expect(sink).toMatchObject({ delivery_state: 'waiting', task_status: 'open', depends_on: [left.id, right.id], blocked_by: [left.id, right.id] });
       expect(await readyIds(type)).toEqual([top.id]);
-      const refused = await worker.client.post('/claim', { signal_id: sink.id });
+      const refused = await fx.worker.client.post('/claim', { signal_id: sink.id });
       expectError(refused, 422, 'SIGNAL_CLAIM_INVALID_STATUS');
       expect(refused.body.error.details).toMatchObject({ reason: 'waiting', blocked_by: [left.id, right.id] });
 
@@ -97,15 +72,15 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
       expect(await readyIds(type)).toEqual([sink.id]);
       await waitFor('the sink pushed as it became claimable', () => releases(sink.id).length, (k) => k >= 1);
       // the task's move to claimable is one transition: its history shows it once
-      const moves = expectOk(await root.client.get(`/admin/actors/signal/${sink.id}`)).transitions as any[];
+      const moves = expectOk(await fx.root.client.get(`/admin/actors/signal/${sink.id}`)).transitions as any[];
       expect(moves.filter((h) => h.from === 'waiting' && h.to === 'pending')).toEqual([expect.objectContaining({ event: 'DEPENDENCY_COMPLETED' })]);
       expect(releases(sink.id)).toHaveLength(1);
       expect((await complete(sink.id)).task_status).toBe('completed');
 
-      const graph = expectOk(await worker.client.get(`/tasks/${sink.id}/graph`));
+      const graph = expectOk(await fx.worker.client.get(`/tasks/${sink.id}/graph`));
       expect(graph.task.id).toBe(sink.id);
       expect(graph.upstream.map((x: any) => [x.id, x.depth, x.delivery_state]).sort()).toEqual([[left.id, 1, 'acked'], [right.id, 1, 'acked'], [top.id, 2, 'acked']].sort());
-      expect(expectOk(await worker.client.get(`/tasks/${top.id}/graph`)).downstream.map((x: any) => [x.id, x.depth]).sort()).toEqual([[left.id, 1], [right.id, 1], [sink.id, 2]].sort());
+      expect(expectOk(await fx.worker.client.get(`/tasks/${top.id}/graph`)).downstream.map((x: any) => [x.id, x.depth]).sort()).toEqual([[left.id, 1], [right.id, 1], [sink.id, 2]].sort());
     });
 
   it('a dead-lettered dependency blocks its dependants and theirs, with the reason; a cancelled one too', async () => {
@@ -114,13 +89,13 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     const mid = await task(type, { depends_on: [dep.id] });
     const leaf = await task(type, { depends_on: [mid.id] });
     for (let i = 0; i < 2; i++) {
-      expectOk(await worker.client.post('/claim', { signal_id: dep.id }));
-      expectOk(await worker.client.post('/ack', { signal_id: dep.id, outcome: 'failed' }));
+      expectOk(await fx.worker.client.post('/claim', { signal_id: dep.id }));
+      expectOk(await fx.worker.client.post('/ack', { signal_id: dep.id, outcome: 'failed' }));
     }
     expect(await get(dep.id)).toMatchObject({ delivery_state: 'dead_letter', dead_letter_reason: 'max_attempts' });
     expect(await get(mid.id)).toMatchObject({ delivery_state: 'blocked', task_status: 'blocked', blocked_reason: { dependency_id: dep.id, reason: 'dead_letter' } });
     expect(await get(leaf.id)).toMatchObject({ delivery_state: 'blocked', blocked_reason: { dependency_id: mid.id, reason: 'blocked' } });
-    const refused = await worker.client.post('/claim', { signal_id: mid.id });
+    const refused = await fx.worker.client.post('/claim', { signal_id: mid.id });
     expectError(refused, 422, 'SIGNAL_CLAIM_INVALID_STATUS');
     expect(refused.body.error.details).toMatchObject({ reason: 'blocked', blocked_by: [dep.id] });
     // born blocked: its dependency has already ended
@@ -138,7 +113,7 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
 
   /** cancel through the one route offering it (A2A tasks/cancel) */
   async function cancel(id: string) {
-    const res = await fetch(svc.url + '/a2a', { method: 'POST', headers: { authorization: `Bearer ${boss.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/cancel', params: { id } }) });
+    const res = await fetch(fx.svc.url + '/a2a', { method: 'POST', headers: { authorization: `Bearer ${fx.boss.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/cancel', params: { id } }) });
     const body = await res.json();
     expect(body.error, JSON.stringify(body)).toBeUndefined();
   }
@@ -152,15 +127,15 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     const order = [high.id, mid.id, low.id, negative.id];
     expect(await readyIds(type)).toEqual(order);
     // paging keeps the order
-    const first = expectOk(await worker.client.get(`/tasks/ready?task_types=${type}&limit=2`));
+    const first = expectOk(await fx.worker.client.get(`/tasks/ready?task_types=${type}&limit=2`));
     expect(first.tasks.map((t: any) => t.id)).toEqual(order.slice(0, 2));
     expect(first.has_more).toBe(true);
-    expect(expectOk(await worker.client.get(`/tasks/ready?task_types=${type}&limit=2&after=${first.cursor}`)).tasks.map((t: any) => t.id)).toEqual(order.slice(2));
+    expect(expectOk(await fx.worker.client.get(`/tasks/ready?task_types=${type}&limit=2&after=${first.cursor}`)).tasks.map((t: any) => t.id)).toEqual(order.slice(2));
 
-    const rpc = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'tasks.ready', params: { task_types: type } });
+    const rpc = await fx.worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'tasks.ready', params: { task_types: type } });
     expect(rpc.body.result.tasks.map((t: any) => t.id)).toEqual(order);
     const mcp = new McpClient({ name: 'deps', version: '1.0.0' });
-    await mcp.connect(new StreamableHTTPClientTransport(new URL(svc.url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${worker.key}` } } }));
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(fx.svc.url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${fx.worker.key}` } } }));
     try {
       const r: any = await mcp.callTool({ name: 'svc_ready_tasks', arguments: { task_types: type } });
       expect(JSON.parse(r.content[0].text).tasks.map((t: any) => t.id)).toEqual(order);
@@ -169,7 +144,7 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     }
     const taken: string[] = [];
     for (let i = 0; i < 4; i++) {
-      const res = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'workflow.next', params: { task_types: [type] } });
+      const res = await fx.worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'workflow.next', params: { task_types: [type] } });
       taken.push(res.body.result.signal.id);
     }
     expect(taken).toEqual(order);
@@ -181,14 +156,14 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     const t = await task(type, { not_before: new Date(at).toISOString() });
     expect(t).toMatchObject({ delivery_state: 'waiting', not_before: new Date(at).toISOString() });
     expect(await readyIds(type)).toEqual([]);
-    const refused = await worker.client.post('/claim', { signal_id: t.id });
+    const refused = await fx.worker.client.post('/claim', { signal_id: t.id });
     expectError(refused, 422, 'SIGNAL_CLAIM_INVALID_STATUS');
     expect(refused.body.error.details).toMatchObject({ reason: 'waiting', blocked_by: [], not_before: new Date(at).toISOString() });
-    await socket.waitUpdate(t.id, (s) => s.delivery_state === 'pending', 'the task pushed at not_before', 15_000);
+    await fx.workerSocket.waitUpdate(t.id, (s) => s.delivery_state === 'pending', 'the task pushed at not_before', 15_000);
     expect(Date.now()).toBeGreaterThanOrEqual(at);
     expect(await readyIds(type)).toEqual([t.id]);
     expect(releases(t.id)).toHaveLength(1);
-    expectOk(await worker.client.post('/claim', { signal_id: t.id }));
+    expectOk(await fx.worker.client.post('/claim', { signal_id: t.id }));
   });
 
   it('a dependency left past not_before: the task becomes claimable with its last dependency', async () => {
@@ -205,14 +180,14 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     const type = 'due';
     const t = await task(type, { deadline: new Date(Date.now() + 1500).toISOString() });
     const after = await task(type, { depends_on: [t.id] });
-    expectOk(await worker.client.post('/claim', { signal_id: t.id }));
-    await waitFor('task.expired pushed to the emitter', () => bossSocket.frames.filter((f: any) => f.type === 'task.expired' && f.signal?.id === t.id).length, (k) => k >= 1, 15_000);
+    expectOk(await fx.worker.client.post('/claim', { signal_id: t.id }));
+    await waitFor('task.expired pushed to the emitter', () => fx.bossSocket.frames.filter((f: any) => f.type === 'task.expired' && f.signal?.id === t.id).length, (k) => k >= 1, 15_000);
     expect(await get(t.id)).toMatchObject({ delivery_state: 'dead_letter', task_status: 'expired', dead_letter_reason: 'deadline', claimed_by: null });
     expect(await get(after.id)).toMatchObject({ delivery_state: 'blocked', blocked_reason: { dependency_id: t.id, reason: 'expired' } });
-    expectError(await worker.client.post('/ack', { signal_id: t.id, outcome: 'completed' }), 422, 'SIGNAL_DEAD_LETTER');
-    await waitFor('the task.expired webhook', () => [...rx.unique().values()].filter((x) => x.body.type === 'task.expired' && x.body.data.signal.id === t.id).length, (k) => k >= 1, 15_000);
-    // the worker holding it is not the emitter: the event is the emitter's
-    expect(socket.frames.filter((f: any) => f.type === 'task.expired')).toHaveLength(0);
-    expect(bossSocket.frames.filter((f: any) => f.type === 'task.expired' && f.signal?.id === t.id)).toHaveLength(1);
+    expectError(await fx.worker.client.post('/ack', { signal_id: t.id, outcome: 'completed' }), 422, 'SIGNAL_DEAD_LETTER');
+    await waitFor('the task.expired webhook', () => [...fx.rx.unique().values()].filter((x) => x.body.type === 'task.expired' && x.body.data.signal.id === t.id).length, (k) => k >= 1, 15_000);
+    // the fx.worker holding it is not the emitter: the event is the emitter's
+    expect(fx.workerSocket.frames.filter((f: any) => f.type === 'task.expired')).toHaveLength(0);
+    expect(fx.bossSocket.frames.filter((f: any) => f.type === 'task.expired' && f.signal?.id === t.id)).toHaveLength(1);
   });
 });

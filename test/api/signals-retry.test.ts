@@ -7,51 +7,34 @@
  */
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
-import { PushSocket } from '../helpers/push.js';
+import { describe, expect, it } from 'vitest';
 import { BACKENDS, serversOn } from '../helpers/server.js';
+import { taskFixture } from '../helpers/tasks.js';
 import { emitOk, expectError, expectOk } from './support.js';
 
 const gap = (s: any) => Date.parse(s.retry_at) - Date.parse(s.updated_at);
 
 describe.each(BACKENDS)('task retries with back-off on %s', (backend) => {
   const servers = serversOn(backend);
-  let svc: Service;
-  let root: Member;
-  let boss: Member;
-  let worker: Member;
-  let socket: PushSocket;
+  const fx = taskFixture(servers, { names: 'retry' });
   let n = 0;
 
-  beforeAll(async () => {
-    svc = await servers.start({});
-    root = await bootstrap(svc.url);
-    boss = await join(root.client, 'retry-boss');
-    worker = await join(root.client, 'retry-worker');
-    socket = await PushSocket.open(svc.url, worker.key, { label: 'worker' });
-  });
-  afterAll(async () => {
-    await socket?.close();
-  });
-
-  const task = (extra: Record<string, unknown> = {}) => emitOk(boss, { signal_type: 'task', content: `retry ${++n}`, to_identity: worker.id, ...extra });
-  const claim = async (id: string, extra: Record<string, unknown> = {}) => expectOk(await worker.client.post('/claim', { signal_id: id, ...extra }));
+  const task = (extra: Record<string, unknown> = {}) => emitOk(fx.boss, { signal_type: 'task', content: `retry ${++n}`, to_identity: fx.worker.id, ...extra });
+  const claim = async (id: string, extra: Record<string, unknown> = {}) => expectOk(await fx.worker.client.post('/claim', { signal_id: id, ...extra }));
   const fail = async (id: string) => {
     await claim(id);
-    return expectOk(await worker.client.post('/ack', { signal_id: id, outcome: 'failed' }));
+    return expectOk(await fx.worker.client.post('/ack', { signal_id: id, outcome: 'failed' }));
   };
-  const transitions = async (id: string) => expectOk(await root.client.get(`/admin/actors/signal/${id}`)).transitions as any[];
+  const transitions = async (id: string) => expectOk(await fx.root.client.get(`/admin/actors/signal/${id}`)).transitions as any[];
   /** waits for the RETRY_DUE timer to push the task claimable again after its retry_at */
   const backAt = async (id: string, retryAt: string, k: number) => {
-    await socket.waitUpdate(id, (s) => s.delivery_state === 'pending' && s.retry_at === retryAt, `claimable after the back-off ${k}`, 15_000);
+    await fx.workerSocket.waitUpdate(id, (s) => s.delivery_state === 'pending' && s.retry_at === retryAt, `claimable after the back-off ${k}`, 15_000);
     expect((await transitions(id)).filter((t) => t.event === 'RETRY_DUE' && t.from === 'waiting' && t.to === 'pending')).toHaveLength(k);
   };
 
   it('validates the retry fields with the emit validation code', async () => {
     const bad = async (body: Record<string, unknown>, field: string) =>
-      expectError(await boss.client.post('/emit', { signal_type: 'task', content: 'x', ...body }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', field);
+      expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', ...body }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', field);
     await bad({ retry_backoff_ms: -1 }, 'retry_backoff_ms');
     await bad({ retry_backoff_ms: 86_400_001 }, 'retry_backoff_ms');
     await bad({ max_attempts: 0 }, 'max_attempts');
@@ -77,10 +60,10 @@ describe.each(BACKENDS)('task retries with back-off on %s', (backend) => {
       const failed = await fail(t.id);
       expect(failed).toMatchObject({ delivery_state: 'waiting', task_status: 'open', delivery_count: i + 1, claimed_by: null });
       expect(gap(failed)).toBe(ms);
-      const early = await worker.client.post('/claim', { signal_id: t.id });
+      const early = await fx.worker.client.post('/claim', { signal_id: t.id });
       expectError(early, 422, 'SIGNAL_CLAIM_INVALID_STATUS');
       expect(early.body.error.details).toMatchObject({ reason: 'waiting', retry_at: failed.retry_at });
-      expect(expectOk(await worker.client.get('/tasks/ready?limit=100')).tasks.map((x: any) => x.id)).not.toContain(t.id);
+      expect(expectOk(await fx.worker.client.get('/tasks/ready?limit=100')).tasks.map((x: any) => x.id)).not.toContain(t.id);
       await backAt(t.id, failed.retry_at, i + 1);
       expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(failed.retry_at));
     }
@@ -90,7 +73,7 @@ describe.each(BACKENDS)('task retries with back-off on %s', (backend) => {
   it('an expired lease backs off from the end of the lease', async () => {
     const t = await task({ retry_backoff_ms: 400 });
     const held = await claim(t.id, { lease_ms: 200 });
-    const waiting = await socket.waitUpdate(t.id, (s) => s.delivery_state === 'waiting', 'the lease expired into its back-off', 15_000);
+    const waiting = await fx.workerSocket.waitUpdate(t.id, (s) => s.delivery_state === 'waiting', 'the lease expired into its back-off', 15_000);
     expect(Date.parse(waiting.signal.retry_at)).toBe(Date.parse(held.claim_expires_at) + 400);
     await backAt(t.id, waiting.signal.retry_at, 1);
     expect((await transitions(t.id)).filter((x) => x.event === 'LEASE_EXPIRED')).toHaveLength(1);
@@ -100,19 +83,19 @@ describe.each(BACKENDS)('task retries with back-off on %s', (backend) => {
     const t = await task({ max_attempts: 2 });
     expect((await fail(t.id)).delivery_state).toBe('pending');
     expect(await fail(t.id)).toMatchObject({ delivery_state: 'dead_letter', dead_letter_reason: 'max_attempts', delivery_count: 2 });
-    expectError(await worker.client.post(`/tasks/${t.id}/retry`), 403, 'POLICY_DENIED');
-    const back = expectOk(await boss.client.post(`/tasks/${t.id}/retry`));
+    expectError(await fx.worker.client.post(`/tasks/${t.id}/retry`), 403, 'POLICY_DENIED');
+    const back = expectOk(await fx.boss.client.post(`/tasks/${t.id}/retry`));
     expect(back).toMatchObject({ delivery_state: 'pending', task_status: 'open', delivery_count: 0, dead_letter_reason: null });
-    await socket.waitUpdate(t.id, (s) => s.delivery_state === 'pending' && s.delivery_count === 0, 'the retried task pushed', 10_000);
-    expectError(await boss.client.post(`/tasks/${t.id}/retry`), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
+    await fx.workerSocket.waitUpdate(t.id, (s) => s.delivery_state === 'pending' && s.delivery_count === 0, 'the retried task pushed', 10_000);
+    expectError(await fx.boss.client.post(`/tasks/${t.id}/retry`), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
     // its attempts were reset: two more failures before the dead letter again
     expect((await fail(t.id)).delivery_state).toBe('pending');
     expect((await fail(t.id)).delivery_state).toBe('dead_letter');
 
-    const rpc = await worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'tasks.retry', params: { signal_id: t.id } });
+    const rpc = await fx.worker.client.req('POST', '/rpc', { jsonrpc: '2.0', id: 1, method: 'tasks.retry', params: { signal_id: t.id } });
     expect(rpc.body.error.data.code).toBe('POLICY_DENIED');
     const mcp = new McpClient({ name: 'retry', version: '1.0.0' });
-    await mcp.connect(new StreamableHTTPClientTransport(new URL(svc.url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${root.key}` } } }));
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(fx.svc.url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${fx.root.key}` } } }));
     try {
       const r: any = await mcp.callTool({ name: 'svc_retry_task', arguments: { signal_id: t.id } });
       expect(JSON.parse(r.content[0].text)).toMatchObject({ id: t.id, delivery_state: 'pending', delivery_count: 0 });
@@ -120,16 +103,16 @@ describe.each(BACKENDS)('task retries with back-off on %s', (backend) => {
       await mcp.close();
     }
     expect((await claim(t.id)).delivery_state).toBe('leased');
-    const audit = expectOk(await root.client.get(`/admin/audit?action=task.retry&target=${t.id}`));
+    const audit = expectOk(await fx.root.client.get(`/admin/audit?action=task.retry&target=${t.id}`));
     expect(audit.entries.map((e: any) => [e.actor, e.details.by_admin])).toEqual([
-      [root.id, true],
-      [boss.id, false],
+      [fx.root.id, true],
+      [fx.boss.id, false],
     ]);
   });
 
   it('a task its deadline ended is not retried', async () => {
     const t = await task({ deadline: new Date(Date.now() + 300).toISOString() });
-    await socket.waitUpdate(t.id, (s) => s.delivery_state === 'dead_letter', 'expired', 15_000);
-    expectError(await root.client.post(`/tasks/${t.id}/retry`), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
+    await fx.workerSocket.waitUpdate(t.id, (s) => s.delivery_state === 'dead_letter', 'expired', 15_000);
+    expectError(await fx.root.client.post(`/tasks/${t.id}/retry`), 422, 'SIGNAL_DELIVERY_INVALID_TRANSITION');
   });
 });

@@ -4,16 +4,15 @@
  * on Redis two instances also share the due timers and together report each signal exactly once. Counted
  * on the journal (a WebSocket replaying it from the start) and at a webhook receiver.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, type Frame } from '../helpers/push.js';
-import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
-import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+import { BACKENDS, childServersOn } from '../helpers/server.js';
+import type { Receiver } from '../helpers/webhook-receiver.js';
 import { emitOk, expectOk, waitFor } from '../api/support.js';
 
 const FAST = { ALLOW_PRIVATE_NETWORK: 'true', WEBHOOK_BACKOFF_BASE_MS: '100', WEBHOOK_TIMEOUT_MS: '2000' };
 const ackOf = (f: Frame): any => (f as Frame & { ack?: unknown }).ack;
-const sleepUntil = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms - Date.now())));
 
 /** Every signal.ack_overdue frame in the journal, replayed from its start to the sender's socket, per signal id. */
 async function reportsIn(url: string, sender: Member, marker: () => Promise<string>): Promise<Map<string, any[]>> {
@@ -43,38 +42,25 @@ async function setUp(url: string, rx: Receiver) {
 }
 
 describe.each(BACKENDS)('signal.ack_overdue across a restart (%s)', (backend) => {
-  const servers = serversOn(backend);
-  const running: ChildServer[] = [];
-  let rx: Receiver | undefined;
-  afterAll(async () => {
-    await Promise.all(running.map((s) => s.stop()));
-    await rx?.close();
-  });
+  const fleet = childServersOn(backend);
 
   it('the due time passes while the server is down: the restarted process reports it once, a later start never again', async () => {
-    rx = await startReceiver();
-    const env = await servers.env(FAST);
-    const first = await spawnServer(env);
+    const rx = await fleet.receiver();
+    const env = await fleet.env(FAST);
+    const first = await fleet.start(env);
     const { root, sender, r1, r2 } = await setUp(first.url, rx);
     const s = await emitOk(sender, { signal_type: 'query', content: 'ack before the restart', to_role: 'crew', ack_required: true, ack_due_in_s: 5 });
     expectOk(await r1.client.post('/inbox/acknowledge', { signal_id: s.id }));
-    await first.stop();
-    expect(Date.now(), 'the first process stopped before the due time').toBeLessThan(Date.parse(s.ack_due_at));
-    await sleepUntil(Date.parse(s.ack_due_at) + 500);
-
-    const second = await spawnServer(env);
-    running.push(second);
+    const second = await fleet.restartPast(first, env, Date.parse(s.ack_due_at), 'the due time');
     const onSecond = (m: Member) => new Client(second.url, m.key);
     await waitFor('r2 overdue after the restart', async () => expectOk(await onSecond(r2).get(`/inbox/identity/${r2.id}?ack_overdue=true`)).signals.map((x: any) => x.id), (ids) => ids.length === 1, 20_000);
-    await waitFor('the webhook delivery', () => hooksOf(rx!, s.id).length, (n) => n >= 1, 20_000);
+    await waitFor('the webhook delivery', () => hooksOf(rx, s.id).length, (n) => n >= 1, 20_000);
     const marker = () => emitOk(onSecond(root), { signal_type: 'pulse', content: 'marker', to_identity: sender.id }).then((x) => x.id as string);
     const seen = await reportsIn(second.url, sender, marker);
     expect(seen.get(s.id)).toEqual([expect.objectContaining({ signal_id: s.id, overdue_recipients: [r2.id] })]);
-    await second.stop();
-    running.splice(running.indexOf(second), 1);
+    await fleet.stop(second);
 
-    const third = await spawnServer(env);
-    running.push(third);
+    const third = await fleet.start(env);
     const again = await reportsIn(third.url, sender, () => emitOk(new Client(third.url, root.key), { signal_type: 'pulse', content: 'marker 2', to_identity: sender.id }).then((x) => x.id as string));
     expect(again.get(s.id)).toHaveLength(1);
     expect(hooksOf(rx, s.id)).toHaveLength(1);
@@ -82,26 +68,19 @@ describe.each(BACKENDS)('signal.ack_overdue across a restart (%s)', (backend) =>
 });
 
 describe('signal.ack_overdue on two instances sharing one Redis', () => {
-  const servers = serversOn('redis');
-  let a: ChildServer | undefined;
-  let b: ChildServer | undefined;
-  let rx: Receiver | undefined;
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await rx?.close();
-  });
+  const fleet = childServersOn('redis');
 
   it('each of ten signals due at once is reported exactly once between the two instances', async () => {
-    rx = await startReceiver();
-    const env = await servers.env(FAST);
-    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    const rx = await fleet.receiver();
+    const env = await fleet.env(FAST);
+    const [a, b] = await Promise.all([fleet.start(env), fleet.start(env)]);
     const { root, sender, r1, r2 } = await setUp(a.url, rx);
     const onB = new Client(b.url, sender.key);
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push((await emitOk(i % 2 ? onB : sender.client, { signal_type: 'query', content: `due ${i}`, to_role: 'crew', ack_required: true, ack_due_in_s: 12 })).id);
     for (const id of ids.slice(0, 5)) expectOk(await new Client(b.url, r1.key).post('/inbox/acknowledge', { signal_id: id }));
 
-    await waitFor('every webhook delivery', () => ids.filter((id) => hooksOf(rx!, id).length > 0).length, (n) => n === 10, 40_000);
+    await waitFor('every webhook delivery', () => ids.filter((id) => hooksOf(rx, id).length > 0).length, (n) => n === 10, 40_000);
     const marker = () => emitOk(root, { signal_type: 'pulse', content: 'marker', to_identity: sender.id }).then((x) => x.id as string);
     const [onA, onBSeen] = [await reportsIn(a.url, sender, marker), await reportsIn(b.url, sender, marker)];
     for (const [i, id] of ids.entries()) {

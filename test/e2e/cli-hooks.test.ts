@@ -179,5 +179,9 @@ describe('svc hooks install and uninstall', () => {
     const bad = await cli.run(['hooks', 'install', '--agent', 'cursor', '--project', project]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/^VALIDATION_INVALID_TYPE: unknown agent cursor/);
+    // a hook run names an event the wiring knows: anything else is a usage error, not a silent run
+    const odd = await cli.run(['hook', 'pre-commit', '--agent', 'claude-code'], { input: '{}' });
+    expect(odd.code).toBe(2);
+    expect(odd.stderr).toMatch(/^VALIDATION_FIELD_REQUIRED: svc hook needs one of session-start, post-tool, stop/);
   });
 });

@@ -6,36 +6,21 @@
  * at the kill, retried with the same body answers 201, and each key made exactly one signal.
  */
 import { request } from 'node:http';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { upload } from '../helpers/blobs.js';
 import { bootstrap, Client } from '../helpers/client.js';
-import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
+import { BACKENDS, childServersOn } from '../helpers/server.js';
 import { listAll, waitFor } from '../api/support.js';
 
 const LEASE = { IDEMPOTENCY_LEASE_MS: '1000' };
 
-const kill = async (s: ChildServer) => {
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => s.proc.once('exit', (_c, signal) => resolve(signal)));
-  s.proc.kill('SIGKILL');
-  expect(await exited).toBe('SIGKILL');
-};
-
 for (const backend of BACKENDS) {
   describe(`Idempotency-Key across a SIGKILL on ${backend}`, () => {
-    const servers = serversOn(backend);
-    const children: ChildServer[] = [];
-    afterAll(async () => {
-      await Promise.all(children.map((c) => c.stop('SIGKILL')));
-    });
-    const spawn = async (env: Record<string, string>) => {
-      const c = await spawnServer(env);
-      children.push(c);
-      return c;
-    };
+    const fleet = childServersOn(backend, 'SIGKILL');
 
     it('an upload killed mid-body: the retry runs it after the lease lapses, once', async () => {
-      const env = await servers.env(LEASE);
-      const first = await spawn(env);
+      const env = await fleet.env(LEASE);
+      const first = await fleet.start(env);
       const root = await bootstrap(first.url);
       const bytes = Buffer.alloc(32 * 1024 * 1024, 7);
       const path = '/artifacts/upload?name=crash-upload';
@@ -44,9 +29,9 @@ for (const backend of BACKENDS) {
       // half the body, more than the socket buffers hold: it drains only once the handler reads it, i.e. holds the key
       expect(req.write(bytes.subarray(0, bytes.length / 2))).toBe(false);
       await new Promise((resolve) => req.once('drain', resolve));
-      await kill(first);
+      await fleet.kill(first);
 
-      const second = await spawn(env);
+      const second = await fleet.start(env);
       const again = await upload(second.url, root.key, path, bytes, { type: 'application/octet-stream', headers: { 'idempotency-key': 'up-1' } });
       expect(again.status, JSON.stringify(again.body)).toBe(201);
       expect(again.headers.get('idempotent-replayed')).toBeNull();
@@ -59,8 +44,8 @@ for (const backend of BACKENDS) {
     });
 
     it('emits killed in a burst: every key retried answers 201, one signal per key', async () => {
-      const env = await servers.env(LEASE);
-      const first = await spawn(env);
+      const env = await fleet.env(LEASE);
+      const first = await fleet.start(env);
       const root = await bootstrap(first.url);
       const emit = (url: string, key: string) =>
         fetch(url + '/emit', { method: 'POST', headers: { authorization: `Bearer ${root.key}`, 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify({ signal_type: 'pulse', content: `crash ${key}` }) });
@@ -81,11 +66,11 @@ for (const backend of BACKENDS) {
       };
       const loops = Array.from({ length: 8 }, (_, n) => loop(n));
       await waitFor('emits under way', () => answered.size, (n) => n >= 40, 30_000);
-      await kill(first);
+      await fleet.kill(first);
       stop = true;
       await Promise.all(loops);
 
-      const second = await spawn(env);
+      const second = await fleet.start(env);
       const retried = new Map<string, string>();
       for (const key of sent) {
         const r = await emit(second.url, key);

@@ -6,15 +6,14 @@
  * each sink exactly once; schedule timers due at once fire once between the two. A retry back-off that ends
  * while the server is down makes its task claimable once after the restart.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bootstrap, Client, join, type Member } from '../helpers/client.js';
 import { PushSocket, type Frame } from '../helpers/push.js';
-import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
-import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+import { BACKENDS, childServersOn } from '../helpers/server.js';
+import type { Receiver } from '../helpers/webhook-receiver.js';
 import { emitOk, expectOk, waitFor } from '../api/support.js';
 
 const FAST = { ALLOW_PRIVATE_NETWORK: 'true', WEBHOOK_BACKOFF_BASE_MS: '100', WEBHOOK_TIMEOUT_MS: '2000' };
-const sleepUntil = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms - Date.now())));
 
 async function setUp(url: string, rx: Receiver) {
   const root = await bootstrap(url);
@@ -45,44 +44,29 @@ const expiredFrames = (frames: Frame[], id: string) => frames.filter((f: any) =>
 const hooks = (rx: Receiver, id: string) => [...rx.unique().values()].filter((x) => x.body.type === 'task.expired' && x.body.data.signal.id === id);
 
 describe.each(BACKENDS)('not_before and deadline across a restart (%s)', (backend) => {
-  const servers = serversOn(backend);
-  const running: ChildServer[] = [];
-  let rx: Receiver | undefined;
-  afterAll(async () => {
-    await Promise.all(running.map((s) => s.stop()));
-    await rx?.close();
-  });
+  const fleet = childServersOn(backend);
 
   it('both pass while the server is down: the restarted process fires each once, a later start never again', async () => {
-    rx = await startReceiver();
-    const env = await servers.env(FAST);
-    const first = await spawnServer(env);
-    running.push(first);
+    const rx = await fleet.receiver();
+    const env = await fleet.env(FAST);
+    const first = await fleet.start(env);
     const { root, boss, worker } = await setUp(first.url, rx);
     const at = new Date(Date.now() + 8000).toISOString();
     const later = await emitOk(boss, { signal_type: 'task', content: 'not before', to_identity: worker.id, not_before: at });
     const due = await emitOk(boss, { signal_type: 'task', content: 'due', to_identity: worker.id, deadline: at });
     const dependant = await emitOk(boss, { signal_type: 'task', content: 'after due', to_identity: worker.id, depends_on: [due.id] });
     expect(later.delivery_state).toBe('waiting');
-    await first.stop();
-    running.splice(running.indexOf(first), 1);
-    expect(Date.now(), 'the first process stopped before the times').toBeLessThan(Date.parse(at));
-    await sleepUntil(Date.parse(at) + 500);
-
-    const second = await spawnServer(env);
-    running.push(second);
+    const second = await fleet.restartPast(first, env, Date.parse(at), 'the times');
     const admin = new Client(second.url, root.key);
     const state = async (id: string) => expectOk(await admin.get(`/admin/actors/signal/${id}`)).state;
     await waitFor('not_before fired after the restart', () => state(later.id), (s) => s === 'pending' || s === 'delivered', 20_000);
     await waitFor('deadline fired after the restart', () => state(due.id), (s) => s === 'dead_letter', 20_000);
     expect(await state(dependant.id)).toBe('blocked');
-    await waitFor('the task.expired webhook', () => hooks(rx!, due.id).length, (k) => k >= 1, 20_000);
+    await waitFor('the task.expired webhook', () => hooks(rx, due.id).length, (k) => k >= 1, 20_000);
     expect(expiredFrames(await journal(second.url, boss, admin), due.id)).toHaveLength(1);
-    await second.stop();
-    running.splice(running.indexOf(second), 1);
+    await fleet.stop(second);
 
-    const third = await spawnServer(env);
-    running.push(third);
+    const third = await fleet.start(env);
     const admin3 = new Client(third.url, root.key);
     expect(expiredFrames(await journal(third.url, boss, admin3), due.id)).toHaveLength(1);
     expect(await movesBy(admin3, later.id, 'NOT_BEFORE')).toHaveLength(1);
@@ -92,19 +76,12 @@ describe.each(BACKENDS)('not_before and deadline across a restart (%s)', (backen
 });
 
 describe.each(BACKENDS)('a retry back-off across a restart (%s)', (backend) => {
-  const servers = serversOn(backend);
-  const running: ChildServer[] = [];
-  let rx: Receiver | undefined;
-  afterAll(async () => {
-    await Promise.all(running.map((s) => s.stop()));
-    await rx?.close();
-  });
+  const fleet = childServersOn(backend);
 
   it('the back-off ends while the server is down: the restarted process makes the task claimable once, a later start never again', async () => {
-    rx = await startReceiver();
-    const env = await servers.env(FAST);
-    const first = await spawnServer(env);
-    running.push(first);
+    const rx = await fleet.receiver();
+    const env = await fleet.env(FAST);
+    const first = await fleet.start(env);
     const { root, worker } = await setUp(first.url, rx);
     const boss = await join(root.client, 'retry-boss');
     const t = await emitOk(boss, { signal_type: 'task', content: 'retried later', to_identity: worker.id, retry_backoff_ms: 6000 });
@@ -112,22 +89,14 @@ describe.each(BACKENDS)('a retry back-off across a restart (%s)', (backend) => {
     const failed = expectOk(await worker.client.post('/ack', { signal_id: t.id, outcome: 'failed' }));
     expect(failed.delivery_state).toBe('waiting');
     expect(Date.parse(failed.retry_at) - Date.parse(failed.updated_at)).toBe(6000);
-    await first.stop();
-    running.splice(running.indexOf(first), 1);
-    expect(Date.now(), 'the first process stopped before retry_at').toBeLessThan(Date.parse(failed.retry_at));
-    await sleepUntil(Date.parse(failed.retry_at) + 500);
-
-    const second = await spawnServer(env);
-    running.push(second);
+    const second = await fleet.restartPast(first, env, Date.parse(failed.retry_at), 'retry_at');
     const admin = new Client(second.url, root.key);
     const state = async (a: Client) => expectOk(await a.get(`/admin/actors/signal/${t.id}`)).state;
     await waitFor('the back-off timer fired after the restart', () => state(admin), (s) => s === 'pending' || s === 'delivered', 20_000);
     expect(await movesBy(admin, t.id, 'RETRY_DUE')).toHaveLength(1);
-    await second.stop();
-    running.splice(running.indexOf(second), 1);
+    await fleet.stop(second);
 
-    const third = await spawnServer(env);
-    running.push(third);
+    const third = await fleet.start(env);
     const admin3 = new Client(third.url, root.key);
     expect(await movesBy(admin3, t.id, 'RETRY_DUE')).toHaveLength(1);
     expect(expectOk(await new Client(third.url, worker.key).post('/claim', { signal_id: t.id })).delivery_state).toBe('leased');
@@ -135,19 +104,12 @@ describe.each(BACKENDS)('a retry back-off across a restart (%s)', (backend) => {
 });
 
 describe('dependencies and schedules on two instances sharing one Redis', () => {
-  const servers = serversOn('redis');
-  let a: ChildServer | undefined;
-  let b: ChildServer | undefined;
-  let rx: Receiver | undefined;
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-    await rx?.close();
-  });
+  const fleet = childServersOn('redis');
 
   it('ten diamonds whose sides complete at once on different instances each release their sink once; timers due at once (schedules, retry back-offs) fire once', async () => {
-    rx = await startReceiver();
-    const env = await servers.env(FAST);
-    [a, b] = await Promise.all([spawnServer(env), spawnServer(env)]);
+    const rx = await fleet.receiver();
+    const env = await fleet.env(FAST);
+    const [a, b] = await Promise.all([fleet.start(env), fleet.start(env)]);
     const { root, boss, worker } = await setUp(a.url, rx);
     const on = (url: string, m: Member) => new Client(url, m.key);
     const complete = async (url: string, id: string) => {
@@ -186,7 +148,7 @@ describe('dependencies and schedules on two instances sharing one Redis', () => 
     for (const t of timed) {
       const expired = t.deadline !== null;
       await waitFor(`${t.id} fired`, async () => expectOk(await admin.get(`/admin/actors/signal/${t.id}`)).state, (s) => (expired ? s === 'dead_letter' : s === 'pending' || s === 'delivered'), 30_000);
-      if (expired) await waitFor('the task.expired webhook', () => hooks(rx!, t.id).length, (k) => k >= 1, 20_000);
+      if (expired) await waitFor('the task.expired webhook', () => hooks(rx, t.id).length, (k) => k >= 1, 20_000);
     }
     const after = await journal(b.url, boss, admin);
     for (const t of timed) {

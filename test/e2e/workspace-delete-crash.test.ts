@@ -5,18 +5,12 @@
  * started again on the same data. Once the dead sweep's lease (WORKSPACE_DELETE_LEASE_MS=1000) lapsed, the
  * new process takes the deletion over and completes it: every item deleted, each counted once.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { bootstrap, Client } from '../helpers/client.js';
-import { BACKENDS, serversOn, spawnServer, type ChildServer } from '../helpers/server.js';
+import { BACKENDS, childServersOn } from '../helpers/server.js';
 import { expectError, expectOk, waitFor } from '../api/support.js';
 
 const ENV = { WORKSPACE_DELETE_PAGE_SIZE: '2', WORKSPACE_DELETE_WAIT_MS: '0', WORKSPACE_DELETE_LEASE_MS: '1000' };
-
-const kill = async (s: ChildServer) => {
-  const exited = new Promise<NodeJS.Signals | null>((resolve) => s.proc.once('exit', (_c, signal) => resolve(signal)));
-  s.proc.kill('SIGKILL');
-  expect(await exited).toBe('SIGKILL');
-};
 
 /** Creates `names.length` folders in `parent_id`, a few requests at a time; answers their ids. */
 async function folders(c: Client, parent_id: string | undefined, names: string[]): Promise<string[]> {
@@ -30,20 +24,11 @@ async function folders(c: Client, parent_id: string | undefined, names: string[]
 
 for (const backend of BACKENDS) {
   describe(`a workspace deletion across a SIGKILL on ${backend}`, () => {
-    const servers = serversOn(backend);
-    const children: ChildServer[] = [];
-    afterAll(async () => {
-      await Promise.all(children.map((c) => c.stop('SIGKILL')));
-    });
-    const spawn = async (env: Record<string, string>) => {
-      const c = await spawnServer(env);
-      children.push(c);
-      return c;
-    };
+    const fleet = childServersOn(backend, 'SIGKILL');
 
     it('a delete killed part way is taken over after the restart and completes, every item deleted once', async () => {
-      const env = await servers.env(ENV);
-      const first = await spawn(env);
+      const env = await fleet.env(ENV);
+      const first = await fleet.start(env);
       const root = await bootstrap(first.url);
       const [top] = await folders(root.client, undefined, ['big']);
       const subs = await folders(root.client, top, Array.from({ length: 10 }, (_, i) => `s${i}`));
@@ -56,10 +41,10 @@ for (const backend of BACKENDS) {
       expect(((await del.json()) as any).data).toMatchObject({ id: top, status: 'running', deleted_by: root.id, completed_at: null });
       const progress = async (c: Client) => expectOk(await c.get(`/workspace/deletions/${top}`));
       const part = await waitFor('the deletion part done', () => progress(root.client), (d) => d.deleted > 1, 30_000, 2);
-      await kill(first);
+      await fleet.kill(first);
       expect(part.status).toBe('running');
 
-      const second = await spawn(env);
+      const second = await fleet.start(env);
       const again = new Client(second.url, root.key);
       const done = await waitFor('the deletion completed after the restart', () => progress(again), (d) => d.status === 'completed', 30_000);
       expect(done).toMatchObject({ id: top, deleted: 1 + 10 + 200, folders_left: 0, deleted_by: root.id });

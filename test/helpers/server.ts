@@ -5,12 +5,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startRedis, tempDir, type RedisOptions } from './redis.js';
 import { startRedisCluster } from './redis-cluster.js';
+import { startReceiver, type Receiver } from './webhook-receiver.js';
 
 export type Backend = 'embedded' | 'redis' | 'cluster';
 export const BACKENDS: Backend[] = ['embedded', 'redis'];
@@ -172,4 +173,68 @@ export async function spawnServer(env: Record<string, string>): Promise<ChildSer
         proc.kill(signal);
       }),
   };
+}
+
+export interface ChildServers {
+  /** A fresh env on this describe's backend: the processes a test starts on it share their data. */
+  env(extra?: Record<string, string>): Promise<Record<string, string>>;
+  start(env: Record<string, string>): Promise<ChildServer>;
+  /** A webhook receiver, closed after the describe. */
+  receiver(): Promise<Receiver>;
+  stop(s: ChildServer): Promise<void>;
+  /** SIGKILL: the process ends without its own shutdown (checked). */
+  kill(s: ChildServer): Promise<void>;
+  /**
+   * Stops `s` before `dueMs` (checked, `what` names the time), waits for the clock to pass it, and starts the
+   * next process on the same env: a timer that came due while no process ran.
+   */
+  restartPast(s: ChildServer, env: Record<string, string>, dueMs: number, what: string): Promise<ChildServer>;
+}
+
+/**
+ * The per-describe fixture of restart, crash and multi-instance tests (call it in a `describe` body): child
+ * processes on one backend, every one still running stopped after the describe with `stopWith`.
+ */
+export function childServersOn(backend: Backend, stopWith: NodeJS.Signals = 'SIGTERM'): ChildServers {
+  const servers = serversOn(backend);
+  const running: ChildServer[] = [];
+  const receivers: Receiver[] = [];
+  afterAll(async () => {
+    await Promise.all(running.splice(0).map((s) => s.stop(stopWith)));
+    await Promise.all(receivers.splice(0).map((r) => r.close()));
+  });
+  const forget = (s: ChildServer) => {
+    if (running.includes(s)) running.splice(running.indexOf(s), 1);
+  };
+  const fleet: ChildServers = {
+    env: (extra) => servers.env(extra),
+    async start(env) {
+      const s = await spawnServer(env);
+      running.push(s);
+      return s;
+    },
+    async receiver() {
+      const rx = await startReceiver();
+      receivers.push(rx);
+      return rx;
+    },
+    async stop(s) {
+      forget(s);
+      await s.stop();
+    },
+    async kill(s) {
+      forget(s);
+      const exited = new Promise<NodeJS.Signals | null>((resolve) => s.proc.once('exit', (_c, signal) => resolve(signal)));
+      s.proc.kill('SIGKILL');
+      expect(await exited).toBe('SIGKILL');
+    },
+    async restartPast(s, env, dueMs, what) {
+      await fleet.stop(s);
+      expect(Date.now(), `the process stopped before ${what}`).toBeLessThan(dueMs);
+      // the clock must pass the due time with no process up: nothing to wait on but the time itself
+      await new Promise((r) => setTimeout(r, Math.max(0, dueMs + 500 - Date.now())));
+      return fleet.start(env);
+    },
+  };
+  return fleet;
 }
