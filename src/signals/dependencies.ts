@@ -40,7 +40,8 @@ export async function dependantOps(rt: Runtime, id: string, rec: ActorRecord<Sig
   const end = endOf(rec);
   if (rec.context.signal_type !== 'task' || !prev || !end || endOf(prev)) return [];
   const stored = await rt.store.get<Dependants>(dependantsKey(id));
-  if (!stored) return [];
+  // none yet: the commit still checks that none came, or a dependant emitted meanwhile would wait forever
+  if (!stored) return [{ op: 'check', key: dependantsKey(id), expect: 0 }];
   const ops: Op[] = [{ op: 'check', key: dependantsKey(id), expect: stored.version }];
   const ids = stored.value.ids.filter((d) => !seen.has(d));
   const rows = await rt.loadStoredMany<SignalContext>(SIGNAL, ids);

@@ -44,6 +44,21 @@ describe.each(BACKENDS)('task dependencies and schedule on %s', (backend) => {
     expectError(await fx.boss.client.post('/emit', { signal_type: 'task', content: 'x', deadline: new Date(Date.now() - 1000).toISOString() }), 400, 'SIGNAL_EMIT_VALIDATION_FAILED', 'deadline');
   });
 
+  it('a dependant emitted while its dependency completes is never left waiting on a completed task', async () => {
+    // the completion reads the dependency's dependants (none yet) while the emit adds the first one: the
+    // completion's commit must see that one came, or the dependant waits forever
+    const pairs = await Promise.all(
+      Array.from({ length: 40 }, async () => {
+        const dep = await task('race');
+        expectOk(await fx.worker.client.post('/claim', { signal_id: dep.id }));
+        const [then] = await Promise.all([task('race', { depends_on: [dep.id] }), fx.worker.client.post('/ack', { signal_id: dep.id, outcome: 'completed' })]);
+        return then.id as string;
+      }),
+    );
+    const states = await Promise.all(pairs.map(get));
+    expect(states.map((t) => [t.delivery_state, t.blocked_by])).toEqual(pairs.map(() => [CLAIMABLE, []]));
+  });
+
   for (const order of ['left first', 'right first', 'both at once'] as const)
     it(`a diamond whose sides complete ${order} releases its sink once, in the commit of the last, pushed then`, async () => {
       const type = `diamond-${order.replace(/ /g, '-')}`;
