@@ -332,6 +332,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /openapi.json': PUBLIC,
   'GET /dashboard': PUBLIC,
   'GET /dashboard/:file': PUBLIC,
+  'GET /dashboard/:dir/:file': PUBLIC,
 
   // one representative each; every method is classified in RPC_METHODS below
   'POST /rpc': {
