@@ -401,6 +401,8 @@ export const RPC_METHODS: Record<string, MethodRow> = {
   'identities.list': ADMIN_METHOD,
   'tasks.mine': CALLER_ONLY,
   'tasks.ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
+  'tasks.cancel': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: [mRefused((f) => ({ signal_id: f.task }), 403, 'POLICY_DENIED')] },
+  'tasks.release': { scope: none('admins only, refused by the service (POLICY_DENIED) before any scope: params are checked first, so the generated admin case cannot apply'), other: [mRefused((f) => ({ signal_id: f.held }), 403, 'POLICY_DENIED')] },
   'tasks.retry': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: [mRefused((f) => ({ signal_id: f.task }), 403, 'POLICY_DENIED')] },
   'tasks.heartbeat': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: [mRefused((f) => ({ signal_id: f.held }), 403, 'SIGNAL_ACK_UNAUTHORIZED')] },
   'tasks.graph': { scope: [mScoped(SIGNAL_SCOPES, (f) => ({ signal_id: f.task }))], other: none('task graphs belong to the org: any member reads them within its key scopes') },
