@@ -14,6 +14,7 @@ import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { waitFor } from '../helpers/wait.js';
+import { upload } from '../helpers/blobs.js';
 import { emitOk, expectOk } from '../api/support.js';
 
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -92,6 +93,8 @@ describe.each(BACKENDS)('console views on %s', (backend) => {
     expectOk(await worker.client.post('/ack', { signal_id: seeded.dead.id, outcome: 'failed' }));
     await waitFor('dead letter', () => signal(seeded.dead.id), (a: any) => a.state === 'dead_letter');
     seeded.note = await emitOk(root, { signal_type: 'note', content: 'zebra crossing at noon', to_identity: helper.id });
+    seeded.memory = expectOk(await root.client.post('/memory/store', { namespace: 'org', content: 'the zebra migration runs at night' }), 201);
+    seeded.artifact = expectOk(await upload(svc.url, root.key, '/artifacts/upload', 'plan', { type: 'text/plain', fields: { name: 'zebra-plan.txt' } }), 201);
     seeded.reservation = expectOk(await worker.client.post('/reservations', { project: 'web', paths: ['src/zebra.ts'], ttl_s: 600 })).granted[0];
     page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
     page.on('pageerror', (e) => pageErrors.push(e.message));
@@ -122,6 +125,8 @@ describe.each(BACKENDS)('console views on %s', (backend) => {
     await page.waitForSelector(`#results-signals li[data-id="${seeded.note.id}"]`, WAIT);
     await page.waitForSelector(`#results-tasks li[data-id="${seeded.leased.id}"]`);
     expect(await page.$(`#results-tasks li[data-id="${seeded.open.id}"]`)).toBeNull();
+    await page.waitForSelector(`#results-memories li[data-id="${seeded.memory.id}"]`);
+    await page.waitForSelector(`#results-artifacts li[data-id="${seeded.artifact.id}"]`);
     await page.click(`#results-signals li[data-id="${seeded.note.id}"] button`);
     await page.waitForSelector('#search-detail:has-text("zebra crossing at noon")');
     await views('search');
