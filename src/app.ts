@@ -204,6 +204,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     trust,
     inbound,
     peerLimits,
+    pushHub: {} as { current?: Realtime['hub'] },
   };
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
@@ -243,6 +244,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
   const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, key, onEntry, onEnded) => realtime.watchJournal(p, key, onEntry, onEnded) }, log, VERSION);
   serve(mcpRoutes(mcp));
+  services.pushHub.current = realtime.hub;
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange, holder) => realtime.watchSignal(id, onChange, holder) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);

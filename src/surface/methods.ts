@@ -105,6 +105,8 @@ export function methodTable(s: SurfaceServices): MethodTable {
     ),
     'tasks.graph': method(obj({ signal_id: NonEmpty }), "A task's upstream (its dependencies, transitively) and downstream (what waits for it), each with its state: {task, upstream, downstream, truncated}.", (p, q) => s.signals.graph(p, q.signal_id)),
     'tasks.retry': method(obj({ signal_id: NonEmpty }), 'Bring a dead-lettered task back to pending, its attempts reset (its sender or an admin); answers the Signal.', (p, q) => s.signals.retry(p, q.signal_id)),
+    'tasks.cancel': method(obj({ signal_id: NonEmpty }), 'End an open task (its sender or an admin); audited; answers the Signal.', (p, q) => s.signals.cancel(p, q.signal_id)),
+    'tasks.release': method(obj({ signal_id: NonEmpty }), "End a leased task's lease now (admin): the attempt ends as an expired lease's would; audited; answers the Signal.", (p, q) => s.signals.release(p, q.signal_id)),
     'tasks.mine': method(NoParams, 'Tasks the caller holds: {tasks: [{signal, lease_ends_at}]}.', async (p) => ({ tasks: await w.heldTasks(p) })),
     'workflow.resume': method(NoParams, 'Everything an agent needs after a restart: identity, roles, rings, held tasks with lease ends, unread inbox count and top items.', (p) => w.resume(p)),
     'workflow.next': method(NextParams, 'Claim the open task the caller may take that is highest in priority, then most urgent (task_types match payload.task_type; a task waiting on dependencies or not_before is not offered), first completing (complete_claim) or releasing (release_claim) the caller\'s current one: {signal} or {signal: null}, with {claim} when one was ended.', (p, q) => w.next(p, q)),
