@@ -328,6 +328,8 @@ export const ROUTES: Record<string, Row> = {
   'GET /openapi.json': PUBLIC,
   'GET /dashboard': PUBLIC,
   'GET /dashboard/:file': PUBLIC,
+  'GET /dashboard/vendor/diff/:file': PUBLIC,
+  'GET /dashboard/vendor/diff/:dir/:file': PUBLIC,
 
   // one representative each; every method is classified in RPC_METHODS below
   'POST /rpc': {
