@@ -1,4 +1,4 @@
-// The service's REST envelope and SSE stream, as the dashboard uses them. The key lives in sessionStorage only.
+// The service's REST envelope and SSE stream, as the console uses them. The key lives in sessionStorage only.
 const KEY = 'svc_dashboard_key';
 
 export const session = {
@@ -20,13 +20,10 @@ export async function api(path, { method = 'GET', body } = {}) {
   return json.data;
 }
 
-/** An EventSource on /signals/stream; `onSignal(signal, type)` for `signal` and `signal.updated` events. */
-export function stream({ types, rings }, onSignal, onState) {
-  const q = new URLSearchParams({ token: session.key });
-  if (types) q.set('type', types);
-  if (rings) q.set('ring', rings);
-  const es = new EventSource(`/signals/stream?${q}`);
-  for (const type of ['signal', 'signal.updated']) es.addEventListener(type, (ev) => onSignal(JSON.parse(ev.data), type));
+/** The console's one EventSource on /signals/stream: every `signal` and `signal.updated` event goes to `onEvent(type, signal)`. */
+export function stream(onEvent, onState) {
+  const es = new EventSource(`/signals/stream?${new URLSearchParams({ token: session.key })}`);
+  for (const type of ['signal', 'signal.updated']) es.addEventListener(type, (ev) => onEvent(type, JSON.parse(ev.data)));
   es.addEventListener('open', () => onState('live'));
   es.addEventListener('error', () => onState(es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting'));
   return es;

@@ -1,161 +1,141 @@
-// The operator dashboard: plain ES modules, no build step. Every view reads the public REST routes and
-// the SSE stream with the API key the operator signed in with.
+// The operator console's shell: sign-in, nav, the hash router (#/<view>/<id>), keyboard navigation, one
+// shared SSE connection, and the ctx every view renders with (see docs/operators.md, "Console").
 import { api, session, stream } from './api.js';
-import { chart, Series } from './charts.js';
 import { $, h } from './dom.js';
+import views from './views/index.js';
 
-const STATES = ['pending', 'delivered', 'leased', 'acked', 'dead_letter'];
-const ACTIVE_MS = 5 * 60_000;
-const IDLE_MS = 30 * 60_000;
-const FEED_MAX = 200;
-const POLL_MS = 2000;
+const names = new Map();
+const listeners = new Map();
+const shell = { admin: false, es: undefined, cleanup: undefined, rendering: 0 };
 
-const state = { admin: false, names: new Map(), tasks: new Map(), feed: undefined, timers: [], series: new Map() };
+const fmtTime = (iso) => (iso ? new Date(iso).toLocaleString() : '');
+const who = (id) => (id ? names.get(id) ?? id : '–');
 
-const fmtTime = (iso) => (iso ? new Date(iso).toLocaleTimeString() : '');
-const who = (id) => (id ? state.names.get(id) ?? id : '–');
-const badge = (s) => h('span', { class: `badge state-${s}` }, s);
+const live = {
+  state: 'offline',
+  on(type, fn) {
+    if (!listeners.has(type)) listeners.set(type, new Set());
+    listeners.get(type).add(fn);
+    return () => listeners.get(type).delete(fn);
+  },
+};
 
-function signalRow(s) {
-  const to = s.to_identity ? who(s.to_identity) : s.to_role ? `role ${s.to_role}` : s.to_ring ? `ring ${s.to_ring}` : 'everyone';
-  return h('li', { 'data-id': s.id, 'data-type': s.signal_type },
-    h('span', { class: 'type' }, s.signal_type), badge(s.delivery_state), h('span', { class: 'meta' }, fmtTime(s.created_at)),
-    h('span', { class: 'content' }, s.content),
-    h('span', { class: 'meta content' }, `${who(s.from_identity)} → ${to}`));
-}
-
-// ---- live feed ----
-function openFeed() {
-  state.feed?.close();
-  const feed = $('#feed');
-  feed.replaceChildren();
-  const filters = { types: $('#filter-type').value.trim(), rings: $('#filter-ring').value.trim() };
-  state.feed = stream(filters, (s, type) => {
-    const row = feed.querySelector(`li[data-id="${CSS.escape(s.id)}"]`);
-    if (row) row.replaceWith(signalRow(s));
-    else if (type === 'signal') feed.prepend(signalRow(s));
-    while (feed.children.length > FEED_MAX) feed.lastChild.remove();
-  }, (st) => { $('#feed-state').textContent = st; });
-}
-
-// tasks follow every task change, whatever the feed's filters: their stream stays open when the filters
-// change, so a task changed while the feed reconnects is not missed
-function followTasks() {
-  stream({ types: 'task' }, (s) => { state.tasks.set(s.id, s); renderTasks(); }, () => {});
-}
-
-// ---- tasks with a live lease countdown ----
-async function loadTasks() {
-  const page = await api('/signals/list?type=task&limit=50');
-  for (const s of page.signals) state.tasks.set(s.id, s);
-  renderTasks();
-}
-
-function renderTasks() {
-  const rows = [...state.tasks.values()].sort((a, b) => (a.id < b.id ? 1 : -1)).slice(0, 50);
-  $('#tasks').replaceChildren(...rows.map((s) => h('li', { 'data-id': s.id },
-    h('span', { class: 'type' }, s.task_status ?? 'task'), badge(s.delivery_state),
-    s.claim_expires_at ? h('span', { class: 'countdown', 'data-expires': s.claim_expires_at }) : h('span', { class: 'meta' }, fmtTime(s.created_at)),
-    h('span', { class: 'content' }, s.content),
-    h('span', { class: 'meta content' }, s.claimed_by ? `claimed by ${who(s.claimed_by)}` : 'unclaimed'))));
-  tick();
-}
-
-function tick() {
-  for (const el of document.querySelectorAll('.countdown')) {
-    const left = Date.parse(el.dataset.expires) - Date.now();
-    el.classList.toggle('expired', left <= 0);
-    const s = Math.max(0, Math.ceil(left / 1000));
-    el.textContent = left <= 0 ? 'lease over' : `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
+function publish(type, data) {
+  for (const key of [type, '*']) for (const fn of listeners.get(key) ?? []) {
+    try { fn(data, type); } catch (e) { console.error(e); }
   }
 }
 
-// ---- inboxes per role and identity ----
-async function loadInboxTargets() {
-  const roles = await api('/roles');
-  const opts = roles.map((r) => h('option', { value: `/inbox/${encodeURIComponent(r.name)}` }, `role ${r.name}`));
-  for (const [id, name] of state.names) opts.push(h('option', { value: `/inbox/identity/${encodeURIComponent(id)}` }, `identity ${name}`));
-  $('#inbox-target').replaceChildren(...opts);
+// events keep their order: one naming an identity not yet known waits for the names to reload first
+let pending = Promise.resolve();
+function onEvent(type, signal) {
+  const unknown = shell.admin && [signal.from_identity, signal.to_identity, signal.claimed_by].some((id) => id && !names.has(id));
+  pending = pending.then(() => (unknown ? loadNames().catch(() => {}) : undefined)).then(() => publish(type, signal));
 }
 
-async function loadInbox() {
-  const path = $('#inbox-target').value;
-  if (!path) return;
-  try {
-    const page = await api(`${path}?limit=50`);
-    $('#inbox').replaceChildren(...page.signals.map(signalRow));
-  } catch (e) {
-    $('#inbox').replaceChildren(h('li', { class: 'error' }, `${e.code}: ${e.message}`));
-  }
+function setLive(st) {
+  live.state = st;
+  $('#live-state').textContent = st;
+  publish('state', st);
 }
 
-// ---- agents and health ----
+/** An accessible modal: resolves true only on Confirm; Escape and Cancel resolve false. */
+function confirm(message) {
+  const dialog = $('#confirm');
+  $('#confirm-message').textContent = message;
+  dialog.returnValue = '';
+  dialog.showModal();
+  $('#confirm-ok').focus();
+  return new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true }));
+}
+
+const navigate = (hash) => { location.hash = hash; };
+
 async function loadNames() {
-  if (!state.admin) return [];
-  const page = await api('/identities?limit=100');
-  for (const i of page.identities) state.names.set(i.id, i.name);
-  return page.identities;
-}
-
-function liveness(lastSeen) {
-  const age = lastSeen ? Date.now() - Date.parse(lastSeen) : Infinity;
-  return age <= ACTIVE_MS ? 'active' : age <= IDLE_MS ? 'idle' : 'disconnected';
-}
-
-function seriesOf(name) {
-  if (!state.series.has(name)) state.series.set(name, new Series());
-  return state.series.get(name);
-}
-
-async function poll() {
-  const [overview, health, identities] = await Promise.all([api('/stats/overview'), fetch('/health').then((r) => r.json()), loadNames().catch(() => [])]);
-  $('#health-state').textContent = health.data?.status ?? 'unknown';
-  const agents = overview.agent_liveness;
-  $('#liveness').replaceChildren(...['total', 'active', 'idle', 'disconnected'].map((k) => h('span', { class: `live-${k}`, 'data-liveness': k }, h('b', {}, String(agents[k])), k)));
-  $('#agents').replaceChildren(...identities.filter((i) => i.type === 'agent').map((i) => {
-    const l = liveness(i.last_seen);
-    return h('li', { 'data-id': i.id }, h('span', { class: 'type' }, i.name), h('span', { class: `live-${l}` }, l), h('span', { class: 'meta' }, fmtTime(i.last_seen)));
-  }));
-  seriesOf('signals').push(overview.signal_count);
-  for (const s of STATES) seriesOf(s).push(overview.delivery_stats[s] ?? 0);
-  seriesOf('active agents').push(agents.active);
-  $('#charts').replaceChildren(...[...state.series].map(([name, s]) => chart(name, s)));
-  await loadActors();
-}
-
-async function loadActors() {
-  if (!state.admin) return void ($('#actors-panel').hidden = true);
-  try {
-    const data = await api('/admin/actors?limit=1');
-    const rows = Object.entries(data.counts).flatMap(([kind, byState]) => Object.entries(byState).map(([st, n]) => h('tr', {}, h('td', {}, kind), h('td', {}, st), h('td', { class: 'n' }, String(n)))));
-    $('#actors tbody').replaceChildren(...rows);
-  } catch {
-    $('#actors-panel').hidden = true;
+  if (!shell.admin) return;
+  // pages of 100 (the most one page holds), bounded: a console of thousands of identities names the first ones
+  let after;
+  for (let n = 0; n < 10; n++) {
+    const page = await api(`/identities?limit=100${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+    for (const i of page.identities) names.set(i.id, i.name);
+    if (!page.has_more) break;
+    after = page.cursor;
   }
 }
 
-// ---- sign in ----
-async function showBoard() {
-  $('#signin').hidden = true;
-  $('#board').hidden = false;
-  $('#signout').hidden = false;
-  state.admin = await api('/admin/health-metrics').then(() => true, () => false);
-  $('#whoami').textContent = state.admin ? 'admin' : 'member';
-  await loadNames().catch(() => {});
-  openFeed();
-  followTasks();
-  await Promise.all([loadTasks(), loadInboxTargets(), poll()]);
-  state.timers.push(setInterval(tick, 250));
-  beat();
+const ctx = { api, live, navigate, confirm, h, $, fmtTime, who, names, get admin() { return shell.admin; }, loadNames };
+
+function route() {
+  const [id, ...rest] = location.hash.replace(/^#\/?/, '').split('/');
+  const view = views.find((v) => v.id === id) ?? views[0];
+  return { view, param: rest.length ? decodeURIComponent(rest.join('/')) : undefined };
 }
 
-// the next poll starts once the last one is drawn: on an interval, a slow answer could land after a newer one
-function beat() {
-  setTimeout(() => poll().catch(() => {}).finally(beat), POLL_MS);
+async function render() {
+  if (!session.key) return;
+  const { view, param } = route();
+  const turn = ++shell.rendering;
+  shell.cleanup?.();
+  shell.cleanup = undefined;
+  markCurrent(view.id);
+  const root = $('#view');
+  root.replaceChildren();
+  root.dataset.view = view.id;
+  document.title = `${view.title} · Agent coordination`;
+  try {
+    const cleanup = await view.render(root, ctx, param);
+    if (turn !== shell.rendering) cleanup?.();
+    else shell.cleanup = cleanup;
+  } catch (e) {
+    root.append(h('p', { class: 'error', role: 'alert' }, `${e.code ?? 'ERROR'}: ${e.message}`));
+  }
+}
+
+function markCurrent(id) {
+  for (const a of document.querySelectorAll('#nav a')) if (a.dataset.view === id) a.setAttribute('aria-current', 'page');
+  else a.removeAttribute('aria-current');
+}
+
+function drawNav() {
+  $('#nav').replaceChildren(...views.map((v, i) => h('a', { href: `#/${v.id}`, 'data-view': v.id, title: `${v.title} (${i + 1})` }, v.title)));
+}
+
+/** Keys when not typing: 1–9 open the nth view, `/` opens search, j/k move between rows, Escape returns focus to the view. */
+function onKey(ev) {
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(ev.target.tagName) || ev.target.isContentEditable;
+  if (typing || ev.ctrlKey || ev.metaKey || ev.altKey || !session.key || $('#confirm').open) return;
+  const n = Number(ev.key);
+  if (n >= 1 && n <= views.length) return void navigate(`#/${views[n - 1].id}`);
+  if (ev.key === '/') {
+    ev.preventDefault();
+    if (views.some((v) => v.id === 'search')) navigate('#/search');
+    return void requestAnimationFrame(() => $('#view input[type=search]')?.focus());
+  }
+  if (ev.key === 'j' || ev.key === 'k') {
+    const rows = [...document.querySelectorAll('#view [data-nav]')];
+    if (!rows.length) return;
+    const at = rows.indexOf(document.activeElement);
+    const next = rows[Math.min(rows.length - 1, Math.max(0, at + (ev.key === 'j' ? 1 : -1)))];
+    next.focus();
+  }
+}
+
+async function showConsole() {
+  $('#signin').hidden = true;
+  $('#view').hidden = false;
+  $('#nav').hidden = false;
+  $('#signout').hidden = false;
+  shell.admin = await api('/admin/health-metrics').then(() => true, () => false);
+  $('#whoami').textContent = shell.admin ? 'admin' : 'member';
+  await loadNames().catch(() => {});
+  drawNav();
+  shell.es = stream(onEvent, setLive);
+  await render();
 }
 
 function showSignIn(message = '') {
-  $('#board').hidden = true;
+  $('#view').hidden = true;
+  $('#nav').hidden = true;
   $('#signout').hidden = true;
   $('#signin').hidden = false;
   $('#signin-error').textContent = message;
@@ -171,14 +151,14 @@ $('#signin').addEventListener('submit', async (ev) => {
     return showSignIn(`${e.code}: ${e.message}`);
   }
   $('#key').value = '';
-  await showBoard();
+  await showConsole();
 });
 $('#signout').addEventListener('click', () => {
   session.clear();
   location.reload();
 });
-$('#filter-apply').addEventListener('click', openFeed);
-$('#inbox-load').addEventListener('click', loadInbox);
+addEventListener('hashchange', () => void render());
+addEventListener('keydown', onKey);
 
-if (session.key) showBoard().catch((e) => { session.clear(); showSignIn(`${e.code ?? 'ERROR'}: ${e.message}`); });
+if (session.key) showConsole().catch((e) => { session.clear(); showSignIn(`${e.code ?? 'ERROR'}: ${e.message}`); });
 else showSignIn();

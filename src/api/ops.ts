@@ -1,7 +1,7 @@
 /** Operator routes: the service's index at /, Prometheus metrics, the OpenAPI document of the live route table, the dashboard's files. */
 import { timingSafeEqual } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { extname, join, resolve } from 'node:path';
+import { extname, join, resolve, sep } from 'node:path';
 import { AppError } from '../errors.js';
 import type { Reply, Route } from '../http/server.js';
 import { bearerToken } from '../auth/keys.js';
@@ -12,16 +12,17 @@ import type { Services } from './services.js';
 const DASHBOARD_DIR = resolve(import.meta.dirname, '../../dashboard');
 const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8', svg: 'image/svg+xml' };
 
-/** The dashboard's static files, read once: a name outside the folder's listing is NOT_FOUND. */
-function dashboardFiles(): (name: string) => { contentType: string; body: string } {
+/** The dashboard's static files, nested folders included, read once: a path outside the folder's listing is NOT_FOUND. */
+function dashboardFiles(): (path: string) => { contentType: string; body: string } {
   const files = new Map<string, { contentType: string; body: string }>();
-  for (const name of existsSync(DASHBOARD_DIR) ? readdirSync(DASHBOARD_DIR) : []) {
+  const names = existsSync(DASHBOARD_DIR) ? readdirSync(DASHBOARD_DIR, { recursive: true, encoding: 'utf8' }) : [];
+  for (const name of names) {
     const type = TYPES[extname(name).slice(1)];
-    if (type) files.set(name, { contentType: type, body: readFileSync(join(DASHBOARD_DIR, name), 'utf8') });
+    if (type) files.set(name.split(sep).join('/'), { contentType: type, body: readFileSync(join(DASHBOARD_DIR, name), 'utf8') });
   }
-  return (name) => {
-    const f = files.get(name);
-    if (!f) throw new AppError('NOT_FOUND', `No dashboard file ${name}`);
+  return (path) => {
+    const f = files.get(path);
+    if (!f) throw new AppError('NOT_FOUND', `No dashboard file ${path}`);
     return f;
   };
 }
@@ -94,5 +95,7 @@ export const opsRoutes = (s: Services, table: Route[]): Route[] => {
     },
     { method: 'get', path: '/dashboard', auth: 'public', unlimited: true, handler: () => ({ text: dashboard('index.html') }) },
     { method: 'get', path: '/dashboard/:file', auth: 'public', unlimited: true, handler: (r) => ({ text: dashboard(r.params.file) }) },
+    // views/ and vendor/: one folder deep, the lookup is by the listing so `..` names nothing
+    { method: 'get', path: '/dashboard/:dir/:file', auth: 'public', unlimited: true, handler: (r) => ({ text: dashboard(`${r.params.dir}/${r.params.file}`) }) },
   ];
 };
