@@ -17,13 +17,15 @@ function entryRow(ctx, e) {
 
 async function render(root, ctx) {
   const { api, h, $, names } = ctx;
+  const action = h('input', { id: 'audit-action', autocomplete: 'off' });
+  action.setAttribute('list', 'audit-actions');
   const actors = [...(names ?? new Map())].map(([id, name]) => h('option', { value: id }, name));
   root.append(h('h2', { class: 'view-title' }, 'Audit log'),
     h('section', { class: 'panel', 'aria-labelledby': 'audit-h' },
       h('h3', { id: 'audit-h' }, 'Entries'),
       h('form', { id: 'audit-filters', class: 'filters' },
         h('label', { htmlFor: 'audit-actor' }, 'Actor'), h('select', { id: 'audit-actor' }, h('option', { value: '' }, 'anyone'), ...actors),
-        h('label', { htmlFor: 'audit-action' }, 'Action'), h('input', { id: 'audit-action', list: 'audit-actions', autocomplete: 'off' }),
+        h('label', { htmlFor: 'audit-action' }, 'Action'), action,
         h('datalist', { id: 'audit-actions' }, ...ACTIONS.map((a) => h('option', { value: a }))),
         h('label', { htmlFor: 'audit-since' }, 'From'), h('input', { id: 'audit-since', type: 'datetime-local' }),
         h('label', { htmlFor: 'audit-until' }, 'To'), h('input', { id: 'audit-until', type: 'datetime-local' }),
