@@ -23,16 +23,24 @@ export function graphSvg(graph, width = 640, height = 360) {
   const rings = Math.max(1, byDepth.size - 1);
   for (const [depth, nodes] of byDepth) {
     nodes.forEach((n, i) => {
-      const a = (2 * Math.PI * i) / nodes.length - Math.PI / 2 + depth * 0.4;
+      const a = (2 * Math.PI * i) / nodes.length - Math.PI / 3 + depth * 0.4;
       at.set(n.id, [cx + ((depth * (cx - 90)) / rings) * Math.cos(a), cy + ((depth * (cy - 30)) / rings) * Math.sin(a)]);
     });
   }
   const label = `Relations of memory ${graph.root}: ${graph.edges.length} edges between ${graph.nodes.length} memories`;
   const out = svg('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': label, class: 'graph' });
+  const arrow = svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' });
+  arrow.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrow' }));
+  const defs = svg('defs');
+  defs.append(arrow);
+  out.append(defs);
   for (const e of graph.edges) {
     const [x1, y1] = at.get(e.from_id);
-    const [x2, y2] = at.get(e.to_id);
-    out.append(svg('line', { x1, y1, x2, y2, class: 'edge' }), svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, class: 'edge-label', 'text-anchor': 'middle' }, e.relation));
+    const [tx, ty] = at.get(e.to_id);
+    // the arrow stops at the target's circle, so its head shows which way the relation points
+    const len = Math.hypot(tx - x1, ty - y1) || 1;
+    const [x2, y2] = [tx - ((tx - x1) * 9) / len, ty - ((ty - y1) * 9) / len];
+    out.append(svg('line', { x1, y1, x2, y2, class: 'edge', 'marker-end': 'url(#arrow)' }), svg('text', { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, class: 'edge-label', 'text-anchor': 'middle' }, e.relation));
   }
   for (const n of graph.nodes) {
     const [x, y] = at.get(n.id);
@@ -60,7 +68,7 @@ async function renderDetail(root, ctx, id) {
     box.replaceChildren(
       h('h3', { id: 'memory-detail-h' }, 'Memory'),
       h('p', { class: 'content' }, m.content),
-      h('p', { class: 'meta' }, `${m.namespace} · ${m.memory_type ?? 'untyped'} · by ${who(m.created_by)} · ${fmtTime(m.created_at)}`),
+      h('p', { class: 'meta' }, `${m.namespace} · ${m.memory_type ?? 'untyped'} · by ${who(m.owner)} · ${fmtTime(m.created_at)}`),
       h('h3', {}, 'Relations'),
       graph.edges.length ? graphSvg(graph) : h('p', { class: 'muted' }, 'No relations.'),
       h('ul', { id: 'memory-edges', class: 'rows' }, ...graph.edges.map((e) => h('li', { 'data-edge': e.id }, end(e.from_id), ` ${e.relation} `, end(e.to_id)))));

@@ -13,7 +13,7 @@ import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { emitOk, expectOk } from '../api/support.js';
-import { expectAccessible, launch, open, screenshots, signIn, WAIT } from './console-kit.js';
+import { expectAccessible, launch, open, screenshots, signIn, WAIT, walkShot } from './console-kit.js';
 
 /** retries give up after a second, so a refusing receiver makes a failed delivery within the test */
 const FAST = {
@@ -69,6 +69,8 @@ describe.each(BACKENDS)('console integrations on %s', (backend) => {
     const row = `tr[data-delivery="${deliveryId}"]`;
     expect(await page.textContent(`${row} details summary`)).toMatch(/failed 503 \d+ ms/);
     expect(await page.textContent(row)).toContain('signal.emitted');
+    await page.click(`${row} details summary`);
+    await walkShot(page, 'incident-webhook-failed', backend);
 
     receiverUp = true;
     await page.click(`${row} button:text-is("Replay")`);

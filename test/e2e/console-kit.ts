@@ -55,3 +55,10 @@ export async function screenshots(page: Page, view: string, backend: string): Pr
   if (write) await page.screenshot({ path: `${SHOTS}/${view}-phone.png` });
   await page.setViewportSize({ width: 1280, height: 800 });
 }
+
+/** One desktop screenshot for the operators' walk-through (docs/operators.md), under the same rule. */
+export async function walkShot(page: Page, name: string, backend: string): Promise<void> {
+  if (process.env.CONSOLE_SCREENSHOTS !== '1' || backend !== 'embedded') return;
+  await mkdir(SHOTS, { recursive: true });
+  await page.screenshot({ path: `${SHOTS}/${name}.png` });
+}
