@@ -5,6 +5,7 @@ import { errorText, follow, table } from './kit.js';
 // deliveries follow the events they carry; their retries announce nothing, so a slow poll catches those
 const POLL_MS = 3000;
 const DELIVERIES = 10;
+const CALLS = 5;
 
 function attemptsCell(h, d) {
   if (!d.attempts.length) return h('span', { class: 'muted' }, 'none yet');
@@ -50,12 +51,19 @@ function trustCell(h, p) {
   return h('span', { class: left <= 0 ? 'error' : '' }, text);
 }
 
-function peerRow(h, p) {
+function callsCell(h, calls) {
+  if (!calls.length) return h('span', { class: 'muted' }, 'none');
+  const last = (c) => c.attempts.at(-1);
+  const line = (c) => `${c.call} ${c.status}${last(c) ? ` · ${last(c).response_code ?? '–'} ${last(c).latency_ms ?? '–'} ms${last(c).error ? ` ${last(c).error}` : ''}` : ''}`;
+  return h('ol', { class: 'calls' }, ...calls.map((c) => h('li', { 'data-call': c.id, 'data-status': c.status }, line(c))));
+}
+
+function peerRow(h, p, calls) {
   const d = p.deliveries;
   const err = d.last_error ? `${d.last_error.call} ${d.last_error.error} · ${new Date(d.last_error.at).toLocaleString()}` : '–';
   return h('tr', { 'data-peer': p.id },
     h('td', {}, p.name), h('td', {}, p.endpoint), h('td', {}, h('span', { class: 'badge' }, p.status)), h('td', {}, trustCell(h, p)),
-    h('td', {}, `${d.delivered} delivered · ${d.failed} failed · ${d.pending} pending`), h('td', { class: 'peer-error' }, err),
+    h('td', {}, `${d.delivered} delivered · ${d.failed} failed · ${d.pending} pending`), h('td', { class: 'peer-calls' }, callsCell(h, calls)), h('td', { class: 'peer-error' }, err),
     h('td', {}, p.usage?.requests ? `${p.usage.requests.used} of ${p.usage.requests.limit} this window` : 'unlimited'));
 }
 
@@ -68,10 +76,13 @@ async function render(root, ctx) {
     h('section', { class: 'panel', 'aria-labelledby': 'peers-h' }, h('h3', { id: 'peers-h' }, 'Federation peers'), peers));
   const load = async () => {
     const [list, peerList] = await Promise.all([api('/admin/webhooks'), api('/admin/peers')]);
-    const sections = await Promise.all(list.map((w) => webhookSection(ctx, w, load)));
+    const [sections, calls] = await Promise.all([
+      Promise.all(list.map((w) => webhookSection(ctx, w, load))),
+      Promise.all(peerList.map((p) => api(`/admin/peers/${encodeURIComponent(p.id)}/calls?limit=${CALLS}`).then((c) => c.calls))),
+    ]);
     hooks.replaceChildren(...(sections.length ? sections : [h('p', { class: 'muted' }, 'No webhooks.')]));
     peers.replaceChildren(peerList.length
-      ? table(h, 'Federation peers', ['Peer', 'Endpoint', 'Status', 'Trust', 'Outbound calls', 'Last failure', 'Inbound requests'], peerList.map((p) => peerRow(h, p)), { id: 'peer-table' })
+      ? table(h, 'Federation peers', ['Peer', 'Endpoint', 'Status', 'Trust', 'Outbound calls', 'Recent calls', 'Last failure', 'Inbound requests'], peerList.map((p, i) => peerRow(h, p, calls[i])), { id: 'peer-table' })
       : h('p', { class: 'muted' }, 'No peers.'));
   };
   await load().catch((e) => hooks.replaceChildren(errorText(h, e)));

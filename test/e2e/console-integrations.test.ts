@@ -12,7 +12,7 @@ import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
-import { emitOk, expectOk } from '../api/support.js';
+import { emitOk, expectError, expectOk } from '../api/support.js';
 import { expectAccessible, launch, open, screenshots, signIn, WAIT, walkShot } from './console-kit.js';
 
 /** retries give up after a second, so a refusing receiver makes a failed delivery within the test */
@@ -93,6 +93,14 @@ describe.each(BACKENDS)('console integrations on %s', (backend) => {
     await page.waitForSelector(`${row} td:has-text("1 failed")`, WAIT);
     expect(await page.textContent(row)).toMatch(/expires .*\(in 16[78] h\)/);
     expect(await page.textContent(`${row} .peer-error`)).toMatch(/deliver/);
+    // the recent calls come from GET /admin/peers/:id/calls: the same call, failed with the peer's 502
+    const calls = expectOk(await root.client.get(`/admin/peers/${peerId}/calls`)).calls;
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ call: 'deliver', status: 'failed' });
+    expect(calls[0].attempts.at(-1)).toMatchObject({ status: 'failed', response_code: 502 });
+    expect(calls[0]).not.toHaveProperty('body');
+    expect(await page.textContent(`${row} li[data-call="${calls[0].id}"]`)).toMatch(/deliver failed · 502 \d+ ms/);
+    expectError(await root.client.get('/admin/peers/01JNOSUCHPEER000000000000/calls'), 404, 'DISC_PEER_NOT_FOUND');
     await expectAccessible(page);
     await screenshots(page, 'integrations', backend);
   });
