@@ -329,6 +329,7 @@ export const ROUTES: Record<string, Row> = {
   'GET /openapi.json': PUBLIC,
   'GET /dashboard': PUBLIC,
   'GET /dashboard/:file': PUBLIC,
+  'GET /dashboard/:dir/:file': PUBLIC,
   'GET /dashboard/vendor/diff/:file': PUBLIC,
   'GET /dashboard/vendor/diff/:dir/:file': PUBLIC,
 
