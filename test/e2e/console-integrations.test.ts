@@ -117,6 +117,7 @@ describe.each(BACKENDS)('console integrations on %s', (backend) => {
     await page.click('#audit-filters button[type=submit]');
     await page.waitForFunction(() => [...document.querySelectorAll('#audit-table tbody tr')].every((r) => r.getAttribute('data-action') === 'api_key.revoke'), undefined, WAIT);
     expect(await page.$$eval('#audit-table tbody tr', (els) => els.length)).toBe(1);
+    await walkShot(page, 'incident-key-revoked', backend);
 
     await page.fill('#audit-action', '');
     await page.selectOption('#audit-actor', { label: 'root' });
