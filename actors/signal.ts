@@ -126,6 +126,8 @@ export type SignalEvent =
   | { type: 'HEARTBEAT_TIMEOUT'; now: number }
   | { type: 'LEASE_EXPIRED'; now: number }
   | { type: 'CANCEL'; now: number }
+  /** an admin ends the holder's lease now: the attempt ends as an expired lease would */
+  | { type: 'RELEASE'; now: number }
   /** the due-time check: `overdue` is read from the recipients' receipts before the event is sent */
   | { type: 'ACK_DUE'; now: number; overdue: string[] }
   /** a dependency completed (sent in the commit that completes it) */
@@ -380,6 +382,7 @@ export const signalMachine = setup({
         ],
         HEARTBEAT_TIMEOUT: [{ guard: 'heartbeatRunning' }, { target: 'released' }],
         LEASE_EXPIRED: [{ guard: 'leaseRunning' }, { target: 'released' }],
+        RELEASE: { target: 'released' },
         CANCEL: { target: 'acked', actions: 'cancel' },
         DEADLINE: expire,
         ACK_DUE: ackDue,

@@ -96,8 +96,11 @@ function markCurrent(id) {
   else a.removeAttribute('aria-current');
 }
 
+// views with `nav: false` open only from a link (a signal's detail)
+const navViews = () => views.filter((v) => v.nav !== false);
+
 function drawNav() {
-  $('#nav').replaceChildren(...views.map((v, i) => h('a', { href: `#/${v.id}`, 'data-view': v.id, title: `${v.title} (${i + 1})` }, v.title)));
+  $('#nav').replaceChildren(...navViews().map((v, i) => h('a', { href: `#/${v.id}`, 'data-view': v.id, title: `${v.title} (${i + 1})` }, v.title)));
 }
 
 /** Keys when not typing: 1–9 open the nth view, `/` opens search, j/k move between rows, Escape returns focus to the view. */
@@ -105,7 +108,7 @@ function onKey(ev) {
   const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(ev.target.tagName) || ev.target.isContentEditable;
   if (typing || ev.ctrlKey || ev.metaKey || ev.altKey || !session.key || $('#confirm').open) return;
   const n = Number(ev.key);
-  if (n >= 1 && n <= views.length) return void navigate(`#/${views[n - 1].id}`);
+  if (n >= 1 && n <= navViews().length) return void navigate(`#/${navViews()[n - 1].id}`);
   if (ev.key === '/') {
     ev.preventDefault();
     if (views.some((v) => v.id === 'search')) navigate('#/search');

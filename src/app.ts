@@ -55,6 +55,7 @@ import { Memberships, membershipKind, migrateLegacyMemberships } from './org/mem
 import { Org } from './org/service.js';
 import { indexAgentsOnce, Presence } from './presence/presence.js';
 import { Realtime } from './realtime/realtime.js';
+import { consoleRoutes } from './api/console.js';
 import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
 import { signalKind } from './signals/kind.js';
@@ -242,6 +243,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
   const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, key, onEntry, onEnded) => realtime.watchJournal(p, key, onEntry, onEnded) }, log, VERSION);
   serve(mcpRoutes(mcp));
+  serve(consoleRoutes(services, realtime.hub));
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange, holder) => realtime.watchSignal(id, onChange, holder) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);

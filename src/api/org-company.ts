@@ -35,7 +35,7 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
     handler: async (r) => pageReply('memberships', await memberships.list(decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
   { method: 'post', path: '/org/company/memberships', auth: 'admin', idempotent: true, body: MembershipCreate, invalid: orgInvalid, handler: async (r) => ({ status: 201, data: await memberships.create(r.body.identity_id) }) },
-  { method: 'patch', path: '/org/company/memberships/:id/status', auth: 'admin', body: MembershipStatus, invalid: orgInvalid, handler: async (r) => ({ data: await memberships.setStatus(r.params.id, r.body.status) }) },
+  { method: 'patch', path: '/org/company/memberships/:id/status', auth: 'admin', body: MembershipStatus, invalid: orgInvalid, handler: async (r) => ({ data: await memberships.setStatus(r.principal, r.params.id, r.body.status) }) },
   { method: 'patch', path: '/org/company/memberships/:id/claw-type', auth: 'admin', body: ClawType, invalid: orgInvalid, handler: async (r) => ({ data: await memberships.setClawType(r.params.id, r.body.claw_type) }) },
   { method: 'post', path: '/org/company/peers', auth: 'admin', unscoped: true, idempotent: true, body: PeerCreate, invalid, handler: async (r) => ({ status: 201, data: await peers.create(r.principal.identity.id, r.body) }) },
   { method: 'get', path: '/org/company/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peers.list(r.query.status) }) },

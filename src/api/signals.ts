@@ -66,6 +66,8 @@ export const signalRoutes = (s: Services): Route<Principal>[] => [
     query: ReadyQuery,
     handler: async (r) => pageReply('tasks', await s.inbox.ready(r.principal, { task_types: commaList(r.query.task_types) }, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
+  { method: 'post', path: '/tasks/:id/cancel', auth: 'key', handler: async (r) => ({ data: await s.signals.cancel(r.principal, r.params.id) }) },
+  { method: 'post', path: '/tasks/:id/release', auth: 'admin', handler: async (r) => ({ data: await s.signals.release(r.principal, r.params.id) }) },
   { method: 'post', path: '/tasks/:id/retry', auth: 'key', handler: async (r) => ({ data: await s.signals.retry(r.principal, r.params.id) }) },
   { method: 'get', path: '/tasks/:id/graph', auth: 'key', handler: async (r) => ({ data: await s.signals.graph(r.principal, r.params.id) }) },
   {

@@ -30,5 +30,5 @@ export const webhookRoutes = ({ webhooks }: Services): Route<Principal>[] => [
     query: ListQuery,
     handler: async (r) => pageReply('deliveries', await webhooks.deliveries(r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT)),
   },
-  { method: 'post', path: '/admin/webhooks/deliveries/:id/replay', auth: 'admin', idempotent: true, handler: async (r) => ({ status: 202, data: await webhooks.replay(r.params.id) }) },
+  { method: 'post', path: '/admin/webhooks/deliveries/:id/replay', auth: 'admin', idempotent: true, handler: async (r) => ({ status: 202, data: await webhooks.replay(r.principal, r.params.id) }) },
 ];

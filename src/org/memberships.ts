@@ -15,7 +15,8 @@ import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../run
 import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 import { forEachPage, scanDesc, type Scanned } from '../store/scan.js';
-import { indexes as identityIndexes, keys, type Company, type Identity, type Membership } from '../identity/model.js';
+import { indexes as identityIndexes, keys, type Company, type Identity, type Membership, type Principal } from '../identity/model.js';
+import { auditOps } from '../audit/audit.js';
 
 export const MEMBERSHIP = 'membership';
 export const membershipIndexes = { all: 'memberships', byStatus: (s: string) => `memberships:status:${s}` };
@@ -120,11 +121,13 @@ export class Memberships {
   }
 
   /** Moving to the status it already has changes nothing and answers it. */
-  async setStatus(membershipId: string, status: MembershipStatus): Promise<Membership> {
+  /** Audited with the admin who changed it: a suspension stops an agent's work. */
+  async setStatus(by: Principal, membershipId: string, status: MembershipStatus): Promise<Membership> {
     const identityId = await this.identityOf(membershipId);
     const cur = await this.rt.load<MembershipContext>(MEMBERSHIP, identityId);
     if (cur?.value.value === status) return membershipView(cur.value);
-    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: MEMBERSHIP_STATUS_EVENT[status] });
+    const extra = () => auditOps({ actor: by.identity.id, action: 'membership.status', target: membershipId, requestId: by.requestId, details: { identity_id: identityId, from: cur?.value.value ?? null, to: status } });
+    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: MEMBERSHIP_STATUS_EVENT[status] }, { extra });
     return membershipView(done!.record);
   }
 

@@ -28,6 +28,14 @@ const TRIM_STEP = 500;
 /** what a subscriber did with an entry: sent it, had no room for it (catch up later), or is gone */
 export type Delivery = 'sent' | 'full' | 'gone';
 
+/** One open socket or stream as operators see it. */
+export interface ConnectionInfo {
+  transport: 'websocket' | 'sse';
+  identity_id: string;
+  key_id: string;
+  opened_at: string;
+}
+
 export interface Subscriber {
   /** the last sequence this subscriber has passed (sent or filtered out) */
   lastSeq: number;
@@ -42,6 +50,8 @@ export interface Subscriber {
   room(): Promise<boolean>;
   /** sync: whether the send buffer has room now; a catch-up that must wait for room gives up its turn meanwhile */
   hasRoom?(): boolean;
+  /** what an operator is shown of this connection (GET /admin/connections); absent for in-process watchers */
+  readonly connection?: ConnectionInfo;
   /** the hub cannot go on for this subscriber (journal trimmed under it, store failure): end it */
   fail(e: unknown): void;
 }
@@ -171,6 +181,13 @@ export class Hub {
 
   get cursor(): number {
     return this.lastSeq;
+  }
+
+  /** The sockets and streams open on this process, optionally those of one identity or key. */
+  connections(q: { identity_id?: string; key_id?: string } = {}): (ConnectionInfo & { cursor: string; catching_up: boolean })[] {
+    return [...this.slots.values()]
+      .filter((s) => s.sub.connection && (!q.identity_id || s.sub.connection.identity_id === q.identity_id) && (!q.key_id || s.sub.connection.key_id === q.key_id))
+      .map((s) => ({ ...s.sub.connection!, cursor: String(s.sub.lastSeq), catching_up: s.pump !== undefined }));
   }
 
   /** Each attached subscriber's position and whether it is catching up (for operators and tests). */

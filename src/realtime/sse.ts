@@ -16,11 +16,12 @@ import { frameOf, perEntry, type JournalEntry } from '../journal/journal.js';
 import { Audience } from './audience.js';
 import { closeCodeOf, Credential } from './credential.js';
 import { Drain } from './drain.js';
-import { parseCursor, type Delivery, type Subscriber } from './hub.js';
+import { parseCursor, type ConnectionInfo, type Delivery, type Subscriber } from './hub.js';
 import type { Realtime } from './realtime.js';
 
 class Stream implements Subscriber {
   lastSeq = 0;
+  readonly connection: ConnectionInfo;
   /**
    * Bytes written since the response last had nothing buffered. uWS does not report how much of a
    * streamed response it holds (getWriteOffset counts only tryEnd), but a write that returns true left
@@ -45,6 +46,7 @@ class Stream implements Subscriber {
     /** gives back the client address's place (src/realtime/held.ts) */
     private release: () => void,
   ) {
+    this.connection = { transport: 'sse', identity_id: principal.identity.id, key_id: principal.key.id, opened_at: new Date().toISOString() };
     this.credential = new Credential(rt.store, token, audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.closeWith(e));
     this.drain = new Drain(() => this.backlog <= rt.config.pushMaxBufferBytes);
     const res = x.res;

@@ -17,7 +17,7 @@ import { closeCodeOf, Credential } from './credential.js';
 import { CLOSE } from './close-codes.js';
 import type { Realtime } from './realtime.js';
 import { Drain } from './drain.js';
-import { parseCursor, type Delivery, type Subscriber } from './hub.js';
+import { parseCursor, type ConnectionInfo, type Delivery, type Subscriber } from './hub.js';
 
 interface SocketData {
   principal: Principal;
@@ -96,6 +96,7 @@ function limits(rt: Realtime): { push: number; answer: number; uws: number } {
 
 class Connection implements Subscriber {
   lastSeq = 0;
+  readonly connection: ConnectionInfo;
   /** the cursor of the last push frame uWS accepted: where a cut-off consumer resumes */
   private sentSeq: number;
   closed = false;
@@ -119,6 +120,7 @@ class Connection implements Subscriber {
     private after: number | undefined,
   ) {
     this.audience = new Audience(principal, rt.reach, false);
+    this.connection = { transport: 'websocket', identity_id: principal.identity.id, key_id: principal.key.id, opened_at: new Date().toISOString() };
     this.credential = new Credential(rt.store, key, this.audience, verifiedAt, () => rt.hub.reindex(this), (e) => this.fatal(closeCodeOf(e), e));
     this.limits = limits(rt);
     this.sentSeq = rt.hub.cursor;

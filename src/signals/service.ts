@@ -458,7 +458,21 @@ export class Signals {
     const cur = await this.load(signalId);
     assertInScope(p.key, cur.context);
     if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may cancel it');
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' }, { extra: (rec) => this.cancelToPeer(rec, p.identity.id) });
+    const audit = () => auditOps({ actor: p.identity.id, action: 'task.cancel', target: signalId, requestId: p.requestId, details: { by_admin: cur.context.from_identity !== p.identity.id } });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' }, { extra: (rec) => [...this.cancelToPeer(rec, p.identity.id), ...audit()] });
+    return signalView(c!.record);
+  }
+
+  /** Ends a leased task's lease now (an admin's call on a stuck holder): the attempt ends as an expired lease's would. Audited. */
+  async release(p: Principal, signalId: string): Promise<Signal> {
+    if (!p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only an admin may release a lease');
+    const cur = await this.load(signalId);
+    const details = { holder: cur.context.claimed_by ?? null, claim_expires_at: cur.context.claim_expires_at ?? null };
+    const extra = (rec: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext>) => [
+      ...auditOps({ actor: p.identity.id, action: 'task.release', target: signalId, requestId: p.requestId, details }),
+      ...this.ackToOrigin(rec, prev, cur.context.claimed_by ?? ''),
+    ];
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RELEASE' }, { extra });
     return signalView(c!.record);
   }
 

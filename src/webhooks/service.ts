@@ -3,7 +3,9 @@ import type { DeliveryContext } from '../../actors/webhook-delivery.js';
 import { AppError } from '../errors.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
-import type { Runtime } from '../runtime/runtime.js';
+import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { Principal } from '../identity/model.js';
+import { auditOps } from '../audit/audit.js';
 import { committedEffect, effectOps, refuseLostClaim } from '../store/idempotency.js';
 import { loadAll, scanDesc, type Scanned } from '../store/scan.js';
 import { isIP } from 'node:net';
@@ -143,10 +145,11 @@ export class Webhooks {
     });
   }
 
-  async replay(deliveryId: string): Promise<Delivery> {
+  async replay(by: Principal, deliveryId: string): Promise<Delivery> {
     const replayed = committedEffect<Delivery>();
     if (replayed) return replayed;
-    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' }, { extra: (rec) => effectOps(deliveryView(rec)) });
+    const audit = (rec: ActorRecord<DeliveryContext>) => auditOps({ actor: by.identity.id, action: 'webhook.replay', target: deliveryId, requestId: by.requestId, details: { webhook_id: rec.context.webhook_id, event: rec.context.event } });
+    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' }, { extra: (rec) => [...effectOps(deliveryView(rec)), ...audit(rec)] });
     return deliveryView(done!.record);
   }
 }

@@ -150,6 +150,9 @@ export const ROUTES: Record<string, Row> = {
   'GET /tasks/ready': { scope: none('lists only tasks the key’s scopes admit: the rest are left out, not refused'), other: none('the caller’s own ready work only: it takes no identity') },
   'POST /tasks/:id/retry': { scope: signalScoped((f) => post(`/tasks/${f.task}/retry`)), other: [refused((f) => post(`/tasks/${f.task}/retry`), 403, 'POLICY_DENIED')] },
   'POST /tasks/:id/heartbeat': { scope: signalScoped((f) => post(`/tasks/${f.task}/heartbeat`, {})), other: [refused((f) => post(`/tasks/${f.held}/heartbeat`, {}), 403, 'SIGNAL_ACK_UNAUTHORIZED')] },
+  'POST /tasks/:id/cancel': { scope: signalScoped((f) => post(`/tasks/${f.task}/cancel`)), other: [refused((f) => post(`/tasks/${f.task}/cancel`), 403, 'POLICY_DENIED')] },
+  'POST /tasks/:id/release': adminOver((f) => post(`/tasks/${f.held}/release`)),
+  'GET /search': { scope: none('each source answers within the key\'s own rights: out-of-scope signals and unreadable namespaces are left out'), other: none('takes no identity: what the caller may read') },
   'GET /tasks/:id/graph': { scope: signalScoped((f) => get(`/tasks/${f.task}/graph`)), other: none('task graphs belong to the org: any member reads them within its key scopes') },
   'GET /thread/:id': { scope: signalScoped((f) => get(`/thread/${f.task}`)), other: none('threads belong to the org: any member reads them within its key scopes') },
   'GET /inbox/identity/:id': {
@@ -275,6 +278,7 @@ export const ROUTES: Record<string, Row> = {
   'PATCH /memory/:id': memById((id) => req('PATCH', `/memory/${id}`, { content: 'overwritten' }), 'MEMORY_NOT_FOUND', lentMem),
 
   'GET /admin/actors': ADMIN,
+  'GET /admin/connections': ADMIN,
   'GET /admin/actors/:kind/:id': adminOver((f) => get(`/admin/actors/reservation/${f.reservation}`)),
   'POST /admin/actors/:kind/:id/events': adminOver((f) => post(`/admin/actors/reservation/${f.reservation}/events`, { type: 'RELEASE', by: f.member.id })),
   'GET /org/company': ORG_READ,
