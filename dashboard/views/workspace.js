@@ -11,7 +11,8 @@ async function children(ctx, parentId) {
   return page.items.sort((a, b) => (a.kind === b.kind ? a.name.localeCompare(b.name) : a.kind === 'folder' ? -1 : 1));
 }
 
-function itemRow(ctx, item) {
+/** `open` holds the folders the operator opened, so a live refresh redraws the tree as it was. */
+function itemRow(ctx, item, open) {
   const { h, fmtTime } = ctx;
   if (item.kind === 'file') {
     return h('li', { 'data-id': item.id, class: 'file' },
@@ -20,12 +21,15 @@ function itemRow(ctx, item) {
   }
   const list = h('ul', { class: 'tree', hidden: true });
   const toggle = h('button', { type: 'button', class: 'link', 'aria-expanded': 'false', 'data-nav': '' }, `${item.name}/`);
-  toggle.addEventListener('click', async () => {
-    const open = toggle.getAttribute('aria-expanded') !== 'true';
-    toggle.setAttribute('aria-expanded', String(open));
-    list.hidden = !open;
-    if (open) list.replaceChildren(...(await children(ctx, item.id)).map((c) => itemRow(ctx, c)));
-  });
+  const show = async (on) => {
+    toggle.setAttribute('aria-expanded', String(on));
+    list.hidden = !on;
+    if (on) open.add(item.id);
+    else open.delete(item.id);
+    if (on) list.replaceChildren(...(await children(ctx, item.id)).map((c) => itemRow(ctx, c, open)));
+  };
+  toggle.addEventListener('click', () => show(toggle.getAttribute('aria-expanded') !== 'true'));
+  if (open.has(item.id)) show(true).catch(() => {});
   return h('li', { 'data-id': item.id, class: 'folder' }, toggle, list);
 }
 
@@ -84,7 +88,8 @@ async function render(root, ctx, param) {
   if (param) return renderFile(root, ctx, param);
   const tree = h('ul', { id: 'workspace-tree', class: 'tree' });
   root.append(h('section', { class: 'panel', 'aria-labelledby': 'tree-h' }, h('h3', { id: 'tree-h' }, 'Files'), tree));
-  const load = async () => tree.replaceChildren(...(await children(ctx, undefined)).map((c) => itemRow(ctx, c)));
+  const open = new Set();
+  const load = async () => tree.replaceChildren(...(await children(ctx, undefined)).map((c) => itemRow(ctx, c, open)));
   await load().catch((e) => tree.replaceChildren(h('li', {}, errorText(h, e))));
   return follow(ctx, EVENTS, load);
 }

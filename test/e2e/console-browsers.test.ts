@@ -87,6 +87,10 @@ describe.each(BACKENDS)('console browsers on %s', (backend) => {
     expectOk(await upload(svc.url, root.key, `/workspace/files/${file.id}/content`, 'drain traffic\nrun migrations\nrelease v2\nwatch dashboards\n', { method: 'PUT', type: 'text/markdown' }));
     await open(page, '#/workspace', `#workspace-tree li[data-id="${dir.id}"]`);
     await page.click(`#workspace-tree li[data-id="${dir.id}"] > button`);
+    await page.waitForSelector(`li[data-id="${file.id}"] a`, WAIT);
+    // a file written now appears in the open folder: the tree redraws from the stream and keeps it open
+    const more = expectOk(await upload(svc.url, root.key, '/workspace/files/upload', 'notes', { type: 'text/plain', fields: { name: 'notes.txt', parent_id: dir.id } }), 201);
+    await page.waitForSelector(`#workspace-tree li[data-id="${dir.id}"] li[data-id="${more.id}"]`, WAIT);
     await page.click(`li[data-id="${file.id}"] a`);
     await page.waitForSelector('#revisions tbody tr:nth-child(2)', WAIT);
     expect(await page.$$eval('#revisions tbody tr', (els) => els.length)).toBe(2);
