@@ -20,10 +20,13 @@ export async function api(path, { method = 'GET', body } = {}) {
   return json.data;
 }
 
-/** The console's one EventSource on /signals/stream: every `signal` and `signal.updated` event goes to `onEvent(type, signal)`. */
+/** events the browser views follow besides signals (EventSource hands over only the event names it is told) */
+const BROWSER_EVENTS = ['memory.stored', 'memory.updated', 'memory.forgotten', 'workspace.file_updated', 'artifact.uploaded'];
+
+/** The console's one EventSource on /signals/stream: every `signal` and `signal.updated` event goes to `onEvent(type, signal)`, and so do the browser views' events. */
 export function stream(onEvent, onState) {
   const es = new EventSource(`/signals/stream?${new URLSearchParams({ token: session.key })}`);
-  for (const type of ['signal', 'signal.updated']) es.addEventListener(type, (ev) => onEvent(type, JSON.parse(ev.data)));
+  for (const type of ['signal', 'signal.updated', ...BROWSER_EVENTS]) es.addEventListener(type, (ev) => onEvent(type, JSON.parse(ev.data)));
   es.addEventListener('open', () => onState('live'));
   es.addEventListener('error', () => onState(es.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting'));
   return es;

@@ -6,7 +6,7 @@ import { After, decodeCursor, DEFAULT_LIMIT, Limit, pageReply } from './paging.j
 import type { Services } from './services.js';
 
 const Filter = Type.Optional(Type.String({ minLength: 1, maxLength: 200 }));
-const AuditQuery = compile(Type.Object({ after: After, limit: Limit, actor: Filter, action: Filter, target: Filter, since: Type.Optional(Type.String({ format: 'date-time' })) }));
+const AuditQuery = compile(Type.Object({ after: After, limit: Limit, actor: Filter, action: Filter, target: Filter, since: Type.Optional(Type.String({ format: 'date-time' })), until: Type.Optional(Type.String({ format: 'date-time' })) }));
 
 export const auditRoutes = ({ audit }: Services): Route<Principal>[] => [
   {

@@ -19,6 +19,7 @@ import type { Services } from './services.js';
 import { signalRoutes } from './signals.js';
 import { statsRoutes } from './stats.js';
 import { workspaceRoutes } from './workspace.js';
+import { vendorRoutes } from './vendor.js';
 import { workstreamRoutes } from './workstreams.js';
 import { consoleRoutes } from './console.js';
 
@@ -26,6 +27,7 @@ export const routes = (s: Services): Route[] => {
   const table: Route[] = [...healthRoutes(s), ...inviteRoutes(s), ...signalRoutes(s), ...orgRoutes(s), ...adminRoutes(s), ...statsRoutes(s), ...workspaceRoutes(s), ...artifactRoutes(s), ...workstreamRoutes(s), ...authRoutes(s), ...identityRoutes(s), ...auditRoutes(s), ...memoryRoutes(s), ...actorRoutes(s), ...orgCompanyRoutes(s), ...policyRoutes(s), ...webhookRoutes(s), ...reservationRoutes(s), ...federationRoutes(s), ...consoleRoutes(s)];
   // the OpenAPI route reads the whole table, its own routes included
   table.push(...opsRoutes(s, table));
+  table.push(...vendorRoutes());
   return table;
 };
 export type { Services };

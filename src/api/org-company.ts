@@ -45,6 +45,16 @@ export const orgCompanyRoutes = ({ company, peers, discovery, memberships, trust
   { method: 'patch', path: '/org/company/peers/:id/status', auth: 'admin', unscoped: true, body: PeerStatus, invalid, handler: async (r) => ({ data: await peers.setStatus(r.params.id, r.body.status) }) },
   // the answer that issues the secret: the only read of it (docs/federation.md)
   { method: 'post', path: '/org/company/peers/:id/establish', auth: 'admin', unscoped: true, body: EstablishBody, invalid, handler: async (r) => ({ data: await trust.establish(r.params.id, r.principal.identity.id, r.body.expires_in) }) },
+  {
+    method: 'get',
+    path: '/admin/peers/:id/calls',
+    auth: 'admin',
+    query: ListQuery,
+    handler: async (r) => {
+      await peers.get(r.params.id);
+      return pageReply('calls', await federationOut.calls(r.params.id, decodeCursor(r.query.after), r.query.limit ?? DEFAULT_LIMIT));
+    },
+  },
   { method: 'get', path: '/admin/peers', auth: 'admin', query: PeerQuery, handler: async (r) => ({ data: await peerLimits.withUsage(await federationOut.withDeliveries(await peers.list(r.query.status))) }) },
   {
     method: 'get',

@@ -57,6 +57,8 @@ export interface AuditFilter {
   target?: string;
   /** ISO time: entries at or after it */
   since?: string;
+  /** ISO time: entries at or before it */
+  until?: string;
 }
 
 export class Audit {
@@ -66,14 +68,16 @@ export class Audit {
   async list(f: AuditFilter, before: string | undefined, limit: number): Promise<Scanned<AuditEntry>> {
     const index = f.target ? auditIndexes.target(f.target) : f.actor ? auditIndexes.actor(f.actor) : f.action ? auditIndexes.action(f.action) : auditIndexes.all;
     const since = f.since ? Date.parse(f.since) : undefined;
-    // ULIDs start with their time: every entry at or after `since` sorts above this bound
+    const until = f.until ? Date.parse(f.until) : undefined;
+    // ULIDs start with their time: every entry at or after `since` sorts above this bound, every one at or before `until` below the other
     const after = since !== undefined ? encodeTime(Math.max(0, since - 1), 10) + 'Z'.repeat(16) : undefined;
+    const upTo = until !== undefined ? encodeTime(until + 1, 10) + '0'.repeat(16) : undefined;
     return scanDesc<AuditEntry>(this.store, [index], {
-      before,
+      before: before !== undefined && upTo !== undefined ? (before < upTo ? before : upTo) : (before ?? upTo),
       after,
       limit,
       load: async (ids) => (await this.store.getMany<AuditEntry>(ids.map(key))).map((r) => r?.value),
-      keep: (e) => (!f.actor || e.actor === f.actor) && (!f.action || e.action === f.action) && (!f.target || e.target === f.target) && (since === undefined || Date.parse(e.at) >= since),
+      keep: (e) => (!f.actor || e.actor === f.actor) && (!f.action || e.action === f.action) && (!f.target || e.target === f.target) && (since === undefined || Date.parse(e.at) >= since) && (until === undefined || Date.parse(e.at) <= until),
     });
   }
 }

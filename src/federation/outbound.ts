@@ -15,6 +15,7 @@ import type { Logger } from '../log.js';
 import { PEER } from '../org/peers.js';
 import { actorKey, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import type { Op } from '../store/port.js';
+import { scanDesc, type Scanned } from '../store/scan.js';
 import { Outbound, startAttempt, type Answer } from '../webhooks/outbound.js';
 import { proofHeaders } from './proof.js';
 import { usableTrust } from './trust.js';
@@ -263,6 +264,17 @@ export class FederationOut {
     return { delivered, failed, pending, last_error: last };
   }
 
+  /** A peer's calls, newest first, each with its state and attempts (GET /admin/peers/:id/calls). */
+  async calls(peerId: string, before: string | undefined, limit: number): Promise<Scanned<PeerCall>> {
+    const indexes = (['pending', 'delivered', 'failed'] as const).map((b) => federationIndexes.deliveries(peerId, b));
+    return scanDesc<PeerCall>(this.rt.store, indexes, {
+      before,
+      limit,
+      load: async (members) => (await this.rt.loadMany<FederationDeliveryContext>(FEDERATION_DELIVERY, members.map(idOfMember))).map((r) => (r ? callView(r) : undefined)),
+      keep: () => true,
+    });
+  }
+
   /** Peers with their delivery counts and last error (GET /admin/peers). */
   async withDeliveries<P extends { id: string }>(peers: P[]): Promise<(P & { deliveries: PeerDeliveryStats })[]> {
     return Promise.all(peers.map(async (p) => ({ ...p, deliveries: await this.peerStats(p.id) })));
@@ -271,6 +283,14 @@ export class FederationOut {
   stop(): void {
     this.out.stop();
   }
+}
+
+export type PeerCall = ReturnType<typeof callView>;
+
+/** A call as the console shows it: never its signed body. */
+function callView(r: ActorRecord<FederationDeliveryContext>) {
+  const c = r.context;
+  return { id: c.id, call: c.call, signal_id: c.signal_id, status: r.value, attempt_count: c.attempt_count, attempts: c.attempts };
 }
 
 function remoteIdOf(a: Answer): string | null {

@@ -293,6 +293,7 @@ export const ROUTES: Record<string, Row> = {
   'PATCH /org/company/peers/:id': ADMIN_GRANT,
   'PATCH /org/company/peers/:id/status': ADMIN_GRANT,
   'POST /org/company/peers/:id/establish': ADMIN_GRANT,
+  'GET /admin/peers/:id/calls': ADMIN,
   'GET /admin/peers': ADMIN,
   'GET /discovery': { scope: none('the org directory is not key-scoped'), other: none('the directory every member reads') },
   'GET /admin/policy': ADMIN,
@@ -334,6 +335,8 @@ export const ROUTES: Record<string, Row> = {
   'GET /dashboard': PUBLIC,
   'GET /dashboard/:file': PUBLIC,
   'GET /dashboard/:dir/:file': PUBLIC,
+  'GET /dashboard/vendor/diff/:file': PUBLIC,
+  'GET /dashboard/vendor/diff/:dir/:file': PUBLIC,
 
   // one representative each; every method is classified in RPC_METHODS below
   'POST /rpc': {
