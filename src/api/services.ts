@@ -32,7 +32,7 @@ import type { Workstreams } from '../workstreams/service.js';
 import type { Webhooks } from '../webhooks/service.js';
 import type { FederationOut } from '../federation/outbound.js';
 import type { Links } from '../http/links.js';
-import type { Hub } from '../realtime/hub.js';
+import type { ConnectionLister } from '../presence/connections.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -73,5 +73,5 @@ export interface Services {
   /** a peer's request budget and storage quota */
   peerLimits: PeerLimiter;
   /** the push hub, set once the realtime channels are wired (after the route table is built) */
-  pushHub: { current?: Hub };
+  pushHub: { current?: ConnectionLister };
 }

@@ -9,6 +9,7 @@
  * subscriber's buffer cannot take both start a catch-up, so nothing is held in memory for a subscriber and
  * nothing is skipped: an entry is passed only once it was sent or filtered out.
  */
+import type { ConnectionInfo, ConnectionLister, ConnectionQuery } from '../presence/connections.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { JOURNAL_LOG, shownOnlyTo, type JournalEntry } from '../journal/journal.js';
@@ -29,12 +30,7 @@ const TRIM_STEP = 500;
 export type Delivery = 'sent' | 'full' | 'gone';
 
 /** One open socket or stream as operators see it. */
-export interface ConnectionInfo {
-  transport: 'websocket' | 'sse';
-  identity_id: string;
-  key_id: string;
-  opened_at: string;
-}
+export type { ConnectionInfo };
 
 export interface Subscriber {
   /** the last sequence this subscriber has passed (sent or filtered out) */
@@ -93,7 +89,7 @@ class Turns {
   }
 }
 
-export class Hub {
+export class Hub implements ConnectionLister {
   private turns = new Turns(CATCH_UP_TURNS);
   private slots = new Map<Subscriber, Slot>();
   /** the slots of subscribers without an identity (offered every entry), and the others by identity */
@@ -184,7 +180,7 @@ export class Hub {
   }
 
   /** The sockets and streams open on this process, optionally those of one identity or key. */
-  connections(q: { identity_id?: string; key_id?: string } = {}): (ConnectionInfo & { cursor: string; catching_up: boolean })[] {
+  connections(q: ConnectionQuery = {}): (ConnectionInfo & { cursor: string; catching_up: boolean })[] {
     return [...this.slots.values()]
       .filter((s) => s.sub.connection && (!q.identity_id || s.sub.connection.identity_id === q.identity_id) && (!q.key_id || s.sub.connection.key_id === q.key_id))
       .map((s) => ({ ...s.sub.connection!, cursor: String(s.sub.lastSeq), catching_up: s.pump !== undefined }));
