@@ -54,6 +54,27 @@ function unquote(s: string): string {
 /** The quoted arguments of one MONITOR line. */
 const monitorArgs = (line: string) => [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => unquote(m[1]));
 
+/** The op lists of one commit script call, from its ARGV tokens (the inverse of `tokens` in src/store/redis.ts). */
+function commitLists(argv: string[]): Array<Array<Record<string, unknown>>> {
+  const lists: Array<Array<Record<string, unknown>>> = [];
+  const expect = (e: string) => (e === '' ? {} : { expect: Number(e) });
+  for (let i = 0; i < argv.length; ) {
+    const end = i + 1 + Number(argv[i]);
+    const ops: Array<Record<string, unknown>> = [];
+    for (i++; i < end; ) {
+      const [o, x, y, z] = argv.slice(i, i + 4);
+      if (o === 'p') ops.push({ op: 'put', key: x, ...expect(y), value: JSON.parse(z) });
+      else if (o === 'd' || o === 'c') ops.push({ op: o === 'd' ? 'del' : 'check', key: x, ...expect(y) });
+      else if (o === 'i' || o === 'r') ops.push({ op: 'index', index: x, member: y, ...(o === 'r' ? { remove: true } : {}) });
+      else if (o === 't') ops.push({ op: 'timer', key: x, at: y === '' ? null : Number(y) });
+      else ops.push({ op: 'append', log: x, entry: JSON.parse(y) });
+      i += o === 'p' ? 4 : 3;
+    }
+    lists.push(ops);
+  }
+  return lists;
+}
+
 type Info = { cpu_s: number; calls: Record<string, number> };
 async function redisInfo(url: string): Promise<Info> {
   const c = createClient({ url });
@@ -90,15 +111,17 @@ await main(async () => {
   await sleep(500);
   mon.destroy();
   await stopChild(svc.proc);
-  const line = seen.split('\n').find((l) => l.includes('"EVALSHA"') && l.includes(`actor:signal:${signalId}`) && l.includes('append'));
+  const line = seen.split('\n').find((l) => l.includes('"EVALSHA"') && l.includes(`actor:signal:${signalId}`)); // the first: the commit that creates it
   if (!line) throw new Error(`no commit of signal ${signalId} seen by MONITOR`);
-  const lists = JSON.parse(monitorArgs(line).at(-1)!) as Array<Array<Record<string, unknown>>>;
-  const list = lists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
-  const ops: Array<Record<string, unknown>> = list.map((o) => (o.op === 'put' ? { ...o, value: JSON.parse(o.value as string) } : o.op === 'append' ? { ...o, entry: JSON.parse(o.entry as string) } : o));
+  // EVALSHA sha 1 prefix ARGV...: the op lists as COMMIT's tokens (src/store/redis.ts), read back into ops
+  const callLists = commitLists(monitorArgs(line).slice(4));
+  const callCommits = callLists.length;
+  const ops = callLists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
   const templateFile = join(dir, 'template.json');
   writeFileSync(templateFile, JSON.stringify(ops));
   const opKinds = ops.map((o) => o.op).join(',');
-  const bytes = Buffer.byteLength(JSON.stringify(list));
+  // the whole script call (every commit of its turn), per commit of the turn
+  const bytes = Math.round(monitorArgs(line).slice(4).reduce((n, a) => n + Buffer.byteLength(a), 0) / callCommits);
   process.stderr.write(`ceiling: an emit commits ${ops.length} ops (${opKinds}), ${bytes} bytes of script argument\n`);
 
   // 2. the store adapter from several processes
