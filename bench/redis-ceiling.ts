@@ -75,7 +75,7 @@ function commitLists(argv: string[]): Array<Array<Record<string, unknown>>> {
   return lists;
 }
 
-type Info = { cpu_s: number; calls: Record<string, number> };
+type Info = { cpu_s: number; calls: Record<string, number>; usec: Record<string, number> };
 async function redisInfo(url: string): Promise<Info> {
   const c = createClient({ url });
   await c.connect();
@@ -84,10 +84,16 @@ async function redisInfo(url: string): Promise<Info> {
   await c.close();
   const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(cpu)![1]);
   const calls: Record<string, number> = {};
-  for (const m of stats.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) calls[m[1]] = Number(m[2]);
-  return { cpu_s: num('used_cpu_user') + num('used_cpu_sys'), calls };
+  const usec: Record<string, number> = {};
+  for (const m of stats.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) {
+    calls[m[1]] = Number(m[2]);
+    usec[m[1]] = Number(m[3]);
+  }
+  return { cpu_s: num('used_cpu_user') + num('used_cpu_sys'), calls, usec };
 }
 const diffCalls = (a: Info, b: Info) => Object.fromEntries(Object.keys(b.calls).map((k) => [k, b.calls[k] - (a.calls[k] ?? 0)]).filter(([, v]) => (v as number) > 0));
+/** Redis's own time per commit by command (commandstats usec; a script's time includes the commands it calls) */
+const usecPer = (a: Info, b: Info, n: number) => Object.fromEntries(Object.keys(b.usec).map((k) => [k, +((b.usec[k] - (a.usec[k] ?? 0)) / n).toFixed(2)]).filter(([, v]) => (v as number) > 0));
 const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
 
 await main(async () => {
@@ -119,6 +125,7 @@ await main(async () => {
   const ops = callLists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
   const templateFile = join(dir, 'template.json');
   writeFileSync(templateFile, JSON.stringify(ops));
+  if (process.env.BENCH_CEILING_TEMPLATE_OUT) writeFileSync(process.env.BENCH_CEILING_TEMPLATE_OUT, JSON.stringify({ id: signalId, ops }));
   const opKinds = ops.map((o) => o.op).join(',');
   // the whole script call (every commit of its turn), per commit of the turn
   const bytes = Math.round(monitorArgs(line).slice(4).reduce((n, a) => n + Buffer.byteLength(a), 0) / callCommits);
@@ -164,6 +171,7 @@ await main(async () => {
       redis_cpu_us_per_commit: +cpuUs.toFixed(1),
       script_calls_per_commit: +(((calls.evalsha ?? 0) + (calls.eval ?? 0)) / commits).toFixed(3),
       redis_commands_per_commit: +(sum(calls) / commits).toFixed(2),
+      command_us_per_commit: usecPer(a, b, commits),
       ceiling_commits_per_s_one_core: Math.round(1e6 / cpuUs),
       goal: 'measure the ceiling of one Redis (docs/scaling.md)',
       met: null,

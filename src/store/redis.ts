@@ -16,7 +16,9 @@ import type { CommitResult, CountRange, DueTimer, LogEntry, Op, RangeOptions, St
  *   t key at                                          (at '' cancels the timer)
  *   a log entry                                       (journal append)
  * Group commit: the lists run in order, each as its own commit (all its version checks, then its writes), so a
- * later list sees the earlier ones' writes. Each record's version is read at most once per call (`vers`).
+ * later list sees the earlier ones' writes. Each record's version is read at most once per call (`vers`), each
+ * log's sequence too; the entries of the call go out on the log's channel (`pub:<log>`) as one message, one
+ * `seq entry` line each (JSON has no raw newline).
  * Returns one reply per list: {1, seq...} on success, {-1, key} when a version check of that list failed (that
  * list wrote nothing; the others are unaffected).
  */
@@ -31,6 +33,17 @@ local function ver(k)
     vers[k] = v
   end
   return v
+end
+-- a log's sequence is read once per call and written back once; its entries go out as one message per call
+local seqs, pubs, logs = {}, {}, {}
+local function next_seq(log)
+  if seqs[log] == nil then
+    seqs[log] = tonumber(redis.call('GET', P .. 'seq:' .. log) or '0')
+    pubs[log] = {}
+    logs[#logs + 1] = log
+  end
+  seqs[log] = seqs[log] + 1
+  return seqs[log]
 end
 local function conflict(i, j)
   while i < j do
@@ -56,9 +69,10 @@ local function write(i, j)
       if y == '' then redis.call('ZREM', P .. 'timers', x)
       else redis.call('ZADD', P .. 'timers', y, x) end
     elseif o == 'a' then
-      local seq = redis.call('INCR', P .. 'seq:' .. x)
+      local seq = next_seq(x)
       redis.call('XADD', P .. 'l:' .. x, seq .. '-1', 'e', y)
-      redis.call('PUBLISH', P .. 'ch:' .. x, seq .. ' ' .. y)
+      local p = pubs[x]
+      p[#p + 1] = seq .. ' ' .. y
       out[#out + 1] = seq
     end
     i = i + WIDTH[o]
@@ -72,6 +86,10 @@ while i <= #ARGV do
   local bad = conflict(i + 1, j)
   replies[#replies + 1] = bad and {-1, bad} or write(i + 1, j)
   i = j
+end
+for _, log in ipairs(logs) do
+  redis.call('SET', P .. 'seq:' .. log, seqs[log])
+  redis.call('PUBLISH', P .. 'pub:' .. log, table.concat(pubs[log], '\\n'))
 end
 return replies
 `;
@@ -208,14 +226,16 @@ export async function openRedisStore(o: RedisStoreOptions): Promise<Store> {
       return Number(await eval_(TRIM_LOG, [log, String(before), String(limit)]));
     },
     async subscribe<T>(log: string, fn: (e: LogEntry<T>) => void) {
-      const channel = P + 'ch:' + log;
+      const channel = P + 'pub:' + log;
       let set = handlers.get(channel);
       if (!set) {
         handlers.set(channel, (set = new Set()));
         await link.subscribe(channel, (msg: string) => {
-          const sp = msg.indexOf(' ');
-          const e: LogEntry = { seq: Number(msg.slice(0, sp)), entry: JSON.parse(msg.slice(sp + 1)) };
-          for (const h of handlers.get(channel) ?? []) h(e);
+          for (const line of msg.split('\n')) {
+            const sp = line.indexOf(' ');
+            const e: LogEntry = { seq: Number(line.slice(0, sp)), entry: JSON.parse(line.slice(sp + 1)) };
+            for (const h of handlers.get(channel) ?? []) h(e);
+          }
         });
       }
       const h = fn as (e: LogEntry) => void;
