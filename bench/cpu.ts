@@ -7,7 +7,8 @@
  *   npm run bench:cpu                                # embedded and redis, 3000 emits each
  *   BENCH_CPU_PROF=/tmp/prof npm run bench:cpu       # also writes a V8 CPU profile of each service
  *
- * Env: BENCH_REQUESTS (3000), BENCH_CONNECTIONS (50), BENCH_BACKENDS (embedded,redis), BENCH_CPU_PROF (dir).
+ * Env: BENCH_REQUESTS (3000), BENCH_CONNECTIONS (50), BENCH_BACKENDS (embedded,redis), BENCH_CPU_PROF (dir),
+ * BENCH_CPU_ROUTES (health,emit; one route alone gives a profile of that route for bench/profile-stages.ts).
  * Prints one JSON line per (route, target).
  */
 import { execFileSync } from 'node:child_process';
@@ -18,6 +19,7 @@ const N = intEnv('BENCH_REQUESTS', 3000, 100);
 const C = intEnv('BENCH_CONNECTIONS', 50, 1);
 const BACKENDS = (process.env.BENCH_BACKENDS ?? 'embedded,redis').split(',') as Backend[];
 const PROF = process.env.BENCH_CPU_PROF;
+const ROUTES = (process.env.BENCH_CPU_ROUTES ?? 'health,emit').split(',') as ('health' | 'emit')[];
 const EMIT_BODY = JSON.stringify({ signal_type: 'pulse', content: 'bench' });
 
 interface Load {
@@ -60,7 +62,7 @@ await main(async () => {
     const args = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}/${backend}`] : [];
     const svc = await startService(backend, {}, args);
     const { key } = await bootstrap(svc.url, 'bench');
-    for (const route of ['health', 'emit'] as const) {
+    for (const route of ROUTES) {
       const r = await cpuPer(svc, '/' + route, key);
       const b = base[route];
       report({ bench: 'cpu', route, target: backend, requests: N, cpu_us_per_req: +r.us.toFixed(1), bare_cpu_us_per_req: +b.us.toFixed(1), ratio: +(b.us / r.us).toFixed(3), rps: Math.round(r.load.rps), p50_ms: +r.load.p50.toFixed(2), p99_ms: +r.load.p99.toFixed(2), ...r.redis });

@@ -54,7 +54,28 @@ function unquote(s: string): string {
 /** The quoted arguments of one MONITOR line. */
 const monitorArgs = (line: string) => [...line.matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => unquote(m[1]));
 
-type Info = { cpu_s: number; calls: Record<string, number> };
+/** The op lists of one commit script call, from its ARGV tokens (the inverse of `tokens` in src/store/redis.ts). */
+function commitLists(argv: string[]): Array<Array<Record<string, unknown>>> {
+  const lists: Array<Array<Record<string, unknown>>> = [];
+  const expect = (e: string) => (e === '' ? {} : { expect: Number(e) });
+  for (let i = 0; i < argv.length; ) {
+    const end = i + 1 + Number(argv[i]);
+    const ops: Array<Record<string, unknown>> = [];
+    for (i++; i < end; ) {
+      const [o, x, y, z] = argv.slice(i, i + 4);
+      if (o === 'p') ops.push({ op: 'put', key: x, ...expect(y), value: JSON.parse(z) });
+      else if (o === 'd' || o === 'c') ops.push({ op: o === 'd' ? 'del' : 'check', key: x, ...expect(y) });
+      else if (o === 'i' || o === 'r') ops.push({ op: 'index', index: x, member: y, ...(o === 'r' ? { remove: true } : {}) });
+      else if (o === 't') ops.push({ op: 'timer', key: x, at: y === '' ? null : Number(y) });
+      else ops.push({ op: 'append', log: x, entry: JSON.parse(y) });
+      i += o === 'p' ? 4 : 3;
+    }
+    lists.push(ops);
+  }
+  return lists;
+}
+
+type Info = { cpu_s: number; calls: Record<string, number>; usec: Record<string, number> };
 async function redisInfo(url: string): Promise<Info> {
   const c = createClient({ url });
   await c.connect();
@@ -63,10 +84,16 @@ async function redisInfo(url: string): Promise<Info> {
   await c.close();
   const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(cpu)![1]);
   const calls: Record<string, number> = {};
-  for (const m of stats.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) calls[m[1]] = Number(m[2]);
-  return { cpu_s: num('used_cpu_user') + num('used_cpu_sys'), calls };
+  const usec: Record<string, number> = {};
+  for (const m of stats.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) {
+    calls[m[1]] = Number(m[2]);
+    usec[m[1]] = Number(m[3]);
+  }
+  return { cpu_s: num('used_cpu_user') + num('used_cpu_sys'), calls, usec };
 }
 const diffCalls = (a: Info, b: Info) => Object.fromEntries(Object.keys(b.calls).map((k) => [k, b.calls[k] - (a.calls[k] ?? 0)]).filter(([, v]) => (v as number) > 0));
+/** Redis's own time per commit by command (commandstats usec; a script's time includes the commands it calls) */
+const usecPer = (a: Info, b: Info, n: number) => Object.fromEntries(Object.keys(b.usec).map((k) => [k, +((b.usec[k] - (a.usec[k] ?? 0)) / n).toFixed(2)]).filter(([, v]) => (v as number) > 0));
 const sum = (o: Record<string, number>) => Object.values(o).reduce((a, b) => a + b, 0);
 
 await main(async () => {
@@ -90,15 +117,18 @@ await main(async () => {
   await sleep(500);
   mon.destroy();
   await stopChild(svc.proc);
-  const line = seen.split('\n').find((l) => l.includes('"EVALSHA"') && l.includes(`actor:signal:${signalId}`) && l.includes('append'));
+  const line = seen.split('\n').find((l) => l.includes('"EVALSHA"') && l.includes(`actor:signal:${signalId}`)); // the first: the commit that creates it
   if (!line) throw new Error(`no commit of signal ${signalId} seen by MONITOR`);
-  const lists = JSON.parse(monitorArgs(line).at(-1)!) as Array<Array<Record<string, unknown>>>;
-  const list = lists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
-  const ops: Array<Record<string, unknown>> = list.map((o) => (o.op === 'put' ? { ...o, value: JSON.parse(o.value as string) } : o.op === 'append' ? { ...o, entry: JSON.parse(o.entry as string) } : o));
+  // EVALSHA sha 1 prefix ARGV...: the op lists as COMMIT's tokens (src/store/redis.ts), read back into ops
+  const callLists = commitLists(monitorArgs(line).slice(4));
+  const callCommits = callLists.length;
+  const ops = callLists.find((l) => JSON.stringify(l).includes(`actor:signal:${signalId}`))!;
   const templateFile = join(dir, 'template.json');
   writeFileSync(templateFile, JSON.stringify(ops));
+  if (process.env.BENCH_CEILING_TEMPLATE_OUT) writeFileSync(process.env.BENCH_CEILING_TEMPLATE_OUT, JSON.stringify({ id: signalId, ops }));
   const opKinds = ops.map((o) => o.op).join(',');
-  const bytes = Buffer.byteLength(JSON.stringify(list));
+  // the whole script call (every commit of its turn), per commit of the turn
+  const bytes = Math.round(monitorArgs(line).slice(4).reduce((n, a) => n + Buffer.byteLength(a), 0) / callCommits);
   process.stderr.write(`ceiling: an emit commits ${ops.length} ops (${opKinds}), ${bytes} bytes of script argument\n`);
 
   // 2. the store adapter from several processes
@@ -141,6 +171,7 @@ await main(async () => {
       redis_cpu_us_per_commit: +cpuUs.toFixed(1),
       script_calls_per_commit: +(((calls.evalsha ?? 0) + (calls.eval ?? 0)) / commits).toFixed(3),
       redis_commands_per_commit: +(sum(calls) / commits).toFixed(2),
+      command_us_per_commit: usecPer(a, b, commits),
       ceiling_commits_per_s_one_core: Math.round(1e6 / cpuUs),
       goal: 'measure the ceiling of one Redis (docs/scaling.md)',
       met: null,

@@ -44,7 +44,7 @@ import { Registry } from './identity/registry.js';
 import { reservationKind } from './reservations/kind.js';
 import { Reservations } from './reservations/service.js';
 import { Wallets } from './identity/wallets.js';
-import { createLogger, type Logger } from './log.js';
+import { createLogger, requestLogger, type Logger } from './log.js';
 import { Actors } from './inspection/actors.js';
 import { instrumentStore, Metrics } from './metrics/metrics.js';
 import { Runtime } from './runtime/runtime.js';
@@ -206,6 +206,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     peerLimits,
     pushHub: {} as { current?: Realtime['hub'] },
   };
+  const logRequest = requestLogger(log);
   const front = new FrontEnd<Principal>({
     bodyLimit: config.bodyLimitBytes,
     uploadLimit: config.maxUploadBytes,
@@ -225,7 +226,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     peerBudget: (peer) => peerLimits.spend(peer as Peer),
     answered: (a) => {
       metrics.request(a);
-      log.info({ request_id: a.requestId, identity_id: a.identityId ?? null, method: a.method, route: a.route, status: a.status, ms: Math.round(a.ms * 10) / 10 }, 'request');
+      logRequest(a);
     },
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
     publicBudget: (address) => limits.consumeAddress(address),

@@ -1,7 +1,7 @@
 /** The signal actor kind: its machine, the indexes a signal record implies, its timers and its journal. */
 import { owesAck, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
-import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
+import { actorStateIndex, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
 import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
 import { RECEIPT, receiptId } from './receipt-kind.js';
 import { takersOf } from './routing.js';
@@ -22,10 +22,16 @@ export const idOfReadyMember = (m: string) => m.slice(PRIORITY_WIDTH + 4);
 export const readyRank = (m: string) => m.slice(0, PRIORITY_WIDTH + 4);
 export const threadMember = (c: Pick<SignalContext, 'sequence' | 'id'>) => String(c.sequence).padStart(10, '0') + c.id;
 export const idOfThreadMember = (m: string) => m.slice(10);
+/** A thread's root is never written to its thread index (most signals start a thread no one answers): readers add it. */
+export const threadRootMember = (rootId: string) => threadMember({ sequence: 0, id: rootId });
+/** Members of `byState`: the runtime's state index of the signal kind (`kind:id`), so a signal is in one state index, not two. */
+export const idOfStateMember = (m: string) => m.slice(SIGNAL.length + 1);
+export const stateMember = (id: string) => `${SIGNAL}:${id}`;
 
 export const signalIndexes = {
   all: 'signals',
-  byState: (state: string) => `signals:state:${state}`,
+  /** the runtime's own state index of the signal kind (members `stateMember`); `signals:state:*` of older builds is no longer written */
+  byState: (state: string) => actorStateIndex(SIGNAL, state),
   byType: (type: string) => `signals:type:${type}`,
   roleInbox: (roleId: string) => `inbox:role:${roleId}`,
   ringInbox: (ringId: string) => `inbox:ring:${ringId}`,
@@ -73,9 +79,8 @@ export const signalKind: ActorKind<SignalContext> = {
   invalid: 'SIGNAL_DELIVERY_INVALID_TRANSITION',
   indexes: (r) => [
     [signalIndexes.all, r.context.id],
-    [signalIndexes.byState(r.value), r.context.id],
     [signalIndexes.byType(r.context.signal_type), r.context.id],
-    [signalIndexes.thread(r.context.thread_id), threadMember(r.context)],
+    ...(r.context.sequence > 0 ? [[signalIndexes.thread(r.context.thread_id), threadMember(r.context)] as [string, string]] : []),
     ...inboxesOf(r.context).map((i): [string, string] => [i, inboxMember(r.context)]),
     ...(isOpenTask(r.value, r.context) ? openTaskIndexes(r.context).map((i): [string, string] => [i, readyMember(r.context)]) : []),
   ],

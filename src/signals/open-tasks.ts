@@ -9,7 +9,7 @@ import { actorKey, type ActorRecord } from '../runtime/runtime.js';
 import type { Store } from '../store/port.js';
 import { forEachPage } from '../store/scan.js';
 import type { SignalContext } from '../../actors/signal.js';
-import { inboxMember, isOpenTask, openTaskIndexes, readyMember, SIGNAL, signalIndexes } from './kind.js';
+import { idOfStateMember, inboxMember, isOpenTask, openTaskIndexes, readyMember, SIGNAL, signalIndexes } from './kind.js';
 
 export const OPEN_TASKS_DONE = 'migration:ready-tasks-v3';
 const DONE = OPEN_TASKS_DONE;
@@ -19,8 +19,8 @@ export async function indexOpenTasksOnce(store: Store): Promise<number> {
   if (await store.get(DONE)) return 0;
   let indexed = 0;
   for (const state of ['pending', 'delivered'])
-    await forEachPage(store, signalIndexes.byState(state), async (ids) => {
-      for (const id of ids) if (await indexOne(store, id)) indexed++;
+    await forEachPage(store, signalIndexes.byState(state), async (members) => {
+      for (const m of members) if (await indexOne(store, idOfStateMember(m))) indexed++;
     });
   await store.commit([{ op: 'put', key: DONE, value: { at: new Date().toISOString(), indexed } }]);
   return indexed;

@@ -13,7 +13,7 @@ import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { committedEffect, effectOps, type Claim, type IdempotencyRecords } from '../store/idempotency.js';
 import type { Op, Versioned } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
-import { idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
+import { idOfStateMember, idOfThreadMember, inboundKey, inboxMember, SIGNAL, signalIndexes, signalView, stateMember, threadRootMember, type Signal } from './kind.js';
 import { overdueFor, RECEIPT, receiptId, receiptIndexes, receiptView, type Receipt } from './receipt-kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { boundTaskType } from './schemas.js';
@@ -541,7 +541,10 @@ export class Signals {
   async thread(p: Principal, id: string, after: string | undefined, limit: number): Promise<Scanned<Signal>> {
     const r = await this.load(id);
     assertInScope(p.key, r.context);
-    const members = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { gt: after, limit: limit + 1 });
+    const root = threadRootMember(r.context.thread_id);
+    const stored = await this.rt.store.range(signalIndexes.thread(r.context.thread_id), { gt: after, limit: limit + 1 });
+    // data of older builds holds the root in the index too
+    const members = after === undefined || root > after ? [root, ...stored.filter((m) => m !== root)].slice(0, limit + 1) : stored;
     const shown = members.slice(0, limit);
     const recs = await this.rt.loadMany<SignalContext>(SIGNAL, shown.map(idOfThreadMember));
     const items = recs.filter((x) => x && !outOfScope(p.key, x.context)).map((x) => signalView(x!));
@@ -555,15 +558,17 @@ export class Signals {
       : f.types?.length === 1
         ? signalIndexes.byType(f.types[0])
         : signalIndexes.all;
+    // a state index holds `signal:id`; the cursor stays the id whichever index a page came from
+    const [member, id] = f.delivery_state ? [stateMember, idOfStateMember] : [(m: string) => m, (m: string) => m];
     const res = await scanDesc(this.rt.store, [index], {
-      before,
+      before: before === undefined ? undefined : member(before),
       // ULIDs start with their time; a second of slack covers the id being minted just before created_at
-      after: f.since !== undefined ? encodeTime(Math.max(0, f.since - 1000)) : undefined,
+      after: f.since !== undefined ? member(encodeTime(Math.max(0, f.since - 1000))) : undefined,
       limit,
-      load: (ids) => this.rt.loadMany<SignalContext>(SIGNAL, ids),
+      load: (ids) => this.rt.loadMany<SignalContext>(SIGNAL, ids.map(id)),
       keep: (r) => !outOfScope(p.key, r.context) && matchesList(r, f),
     });
-    return { items: res.items.map(signalView), cursor: res.cursor };
+    return { items: res.items.map(signalView), cursor: res.cursor === null ? null : id(res.cursor) };
   }
 }
 
