@@ -37,6 +37,16 @@ async function readsDuring(url: string, fn: () => Promise<unknown>): Promise<num
   return (await reads()) - before;
 }
 
+/**
+ * The fewest reads of three calls: the count is process-wide, so a background loop's reads (timers, the hub)
+ * can fall inside one call's window, more often the slower a loaded machine makes the call, never below.
+ */
+async function fewestReads(url: string, fn: () => Promise<unknown>): Promise<number> {
+  let fewest = Infinity;
+  for (let i = 0; i < 3; i++) fewest = Math.min(fewest, await readsDuring(url, fn));
+  return fewest;
+}
+
 /** Emits `n` signals in batches of 100 through /rpc signals.batch_emit. */
 async function emitMany(c: Client, n: number, body: (i: number) => Record<string, unknown>): Promise<void> {
   for (let from = 0; from < n; from += 100) {
@@ -246,7 +256,7 @@ describe.each(BACKENDS)('bounded request paths on %s', (backend) => {
     const agent = await join(admin.client, 'live-agent');
     const liveness = async (c = admin.client) => expectOk(await c.get('/stats/overview')).agent_liveness;
     const base = await liveness();
-    const readsBefore = await readsDuring(own.url, () => liveness());
+    const readsBefore = await fewestReads(own.url, () => liveness());
     // an older data dir: agents and humans with their seen records, no agent indexes; the startup pass indexes them
     const now = Date.now();
     const ops: Op[] = [];
@@ -266,7 +276,7 @@ describe.each(BACKENDS)('bounded request paths on %s', (backend) => {
     const pageSize = scanLimits.pageSize;
     scanLimits.pageSize = 100;
     try {
-      expect(await readsDuring(own.url, () => liveness())).toBeLessThanOrEqual(readsBefore + 1);
+      expect(await fewestReads(own.url, () => liveness())).toBeLessThanOrEqual(readsBefore + 1);
     } finally {
       scanLimits.pageSize = pageSize;
     }
