@@ -7,7 +7,7 @@
  */
 import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
@@ -16,18 +16,14 @@ import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { waitFor } from '../helpers/wait.js';
 import { upload } from '../helpers/blobs.js';
 import { emitOk, expectOk } from '../api/support.js';
+import { launch, WAIT } from './console-kit.js';
 
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const SHOTS = process.env.CONSOLE_SCREENSHOTS === '1' ? resolve(import.meta.dirname, '../../docs/console') : undefined;
-/** a bound against a hang, never a latency claim */
-const WAIT = { timeout: 10_000 };
 let browser: Browser;
 
 beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launch();
 });
 
 afterAll(async () => {

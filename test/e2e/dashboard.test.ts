@@ -7,24 +7,20 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectOk } from '../api/support.js';
+import { launch, WAIT } from './console-kit.js';
 
 const OUT = resolve(import.meta.dirname, '../../test-output');
-/** how long a wait for the page to show a push or a poll may take: a bound against a hang, never a latency claim (a loaded machine stretches any) */
-const WAIT = { timeout: 10_000 };
 let browser: Browser;
 
 beforeAll(async () => {
   await mkdir(OUT, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--no-sandbox', '--headless', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  browser = await launch();
 });
 
 afterAll(async () => {
