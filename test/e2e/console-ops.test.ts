@@ -5,8 +5,6 @@
  * and checked through the API and the audit log, an axe-core scan of every view, keyboard navigation, and
  * the page at 1280x800 and 390x844 (screenshots to docs/console/ when CONSOLE_SCREENSHOTS=1).
  */
-import { createRequire } from 'node:module';
-import { resolve } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
@@ -16,10 +14,8 @@ import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
 import { waitFor } from '../helpers/wait.js';
 import { upload } from '../helpers/blobs.js';
 import { emitOk, expectOk } from '../api/support.js';
-import { launch, WAIT } from './console-kit.js';
+import { expectAccessible, launch, screenshots, WAIT } from './console-kit.js';
 
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
-const SHOTS = process.env.CONSOLE_SCREENSHOTS === '1' ? resolve(import.meta.dirname, '../../docs/console') : undefined;
 let browser: Browser;
 
 beforeAll(async () => {
@@ -29,12 +25,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await browser?.close();
 });
-
-async function axe(page: Page): Promise<string[]> {
-  await page.addScriptTag({ path: AXE });
-  const found = await page.evaluate(async () => (await (window as any).axe.run(document, { resultTypes: ['violations'] })).violations);
-  return found.filter((v: any) => v.impact === 'serious' || v.impact === 'critical').map((v: any) => `${v.id}: ${v.nodes.map((n: any) => n.target.join(' ')).join(', ')}`);
-}
 
 describe.each(BACKENDS)('console views on %s', (backend) => {
   const servers = serversOn(backend);
@@ -65,13 +55,8 @@ describe.each(BACKENDS)('console views on %s', (backend) => {
   }
 
   async function views(name: string) {
-    expect(await axe(page), `axe on ${name}`).toEqual([]);
-    if (!SHOTS) return;
-    await page.screenshot({ path: `${SHOTS}/${name}-desktop.png` });
-    await page.setViewportSize({ width: 390, height: 844 });
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
-    await page.screenshot({ path: `${SHOTS}/${name}-phone.png` });
-    await page.setViewportSize({ width: 1280, height: 800 });
+    await expectAccessible(page);
+    await screenshots(page, name, backend);
   }
 
   beforeAll(async () => {
