@@ -3,7 +3,7 @@
  * the entry records, so an entry exists exactly when its change does (a refused request writes none).
  * Entries are ULID-keyed records with one index for all and one per actor, action and target.
  */
-import { encodeTime } from 'ulid';
+import { decodeTime, encodeTime } from 'ulid';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import type { Op, Store } from '../store/port.js';
@@ -40,7 +40,9 @@ export const auditIndexes = {
 
 /** The ops that append one audit entry; commit them with the change they record. */
 export function auditOps(f: AuditFacts): Op[] {
-  const e: AuditEntry = { id: newId(), actor: f.actor, action: f.action, target: f.target, at: iso(), request_id: f.requestId ?? 'none', outcome: 'success', details: f.details ?? null };
+  const id = newId();
+  // `at` is the id's own time: read separately, the two could straddle a millisecond and the time window below would miss the entry
+  const e: AuditEntry = { id, actor: f.actor, action: f.action, target: f.target, at: iso(decodeTime(id)), request_id: f.requestId ?? 'none', outcome: 'success', details: f.details ?? null };
   const ops: Op[] = [
     { op: 'put', key: key(e.id), value: e, expect: 0 },
     { op: 'index', index: auditIndexes.all, member: e.id },
@@ -69,9 +71,9 @@ export class Audit {
     const index = f.target ? auditIndexes.target(f.target) : f.actor ? auditIndexes.actor(f.actor) : f.action ? auditIndexes.action(f.action) : auditIndexes.all;
     const since = f.since ? Date.parse(f.since) : undefined;
     const until = f.until ? Date.parse(f.until) : undefined;
-    // ULIDs start with their time: every entry at or after `since` sorts above this bound, every one at or before `until` below the other
-    const after = since !== undefined ? encodeTime(Math.max(0, since - 1), 10) + 'Z'.repeat(16) : undefined;
-    const upTo = until !== undefined ? encodeTime(until + 1, 10) + '0'.repeat(16) : undefined;
+    // ULIDs start with their time, so the window bounds the scan; a second of slack keeps entries written before `at` was the id's time, and `keep` is exact
+    const after = since !== undefined ? encodeTime(Math.max(0, since - 1000), 10) : undefined;
+    const upTo = until !== undefined ? encodeTime(until + 1000, 10) + 'Z'.repeat(16) : undefined;
     return scanDesc<AuditEntry>(this.store, [index], {
       before: before !== undefined && upTo !== undefined ? (before < upTo ? before : upTo) : (before ?? upTo),
       after,
