@@ -9,12 +9,15 @@ import { tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const src = join(dirname(fileURLToPath(import.meta.url)), '..', 'src', 'cli');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const src = join(root, 'src', 'cli');
+// the files outside src/cli the bundle takes in: the cached bundle's name must change when they do
+const shared = [join(root, 'actors', 'signal-wake.ts')];
 
 async function load() {
   try {
     const hash = createHash('sha256');
-    for (const f of readdirSync(src).sort()) hash.update(f).update(readFileSync(join(src, f)));
+    for (const f of [...readdirSync(src).sort().map((f) => join(src, f)), ...shared]) hash.update(f.slice(root.length)).update(readFileSync(f));
     // a folder only this user can write: nobody else can plant the file this process will run
     const dir = join(tmpdir(), `svc-cli-${userInfo().uid}`);
     mkdirSync(dir, { recursive: true, mode: 0o700 });

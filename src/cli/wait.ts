@@ -8,6 +8,7 @@ import WebSocket from 'ws';
 import { CliError } from './http.js';
 import type { Files } from './files.js';
 import type { SignalLike } from './format.js';
+import { worthWaking } from '../../actors/signal-wake.js';
 
 interface Joined {
   url: string;
@@ -35,10 +36,6 @@ export function openCursor(c: Joined, timeoutMs = 5000): Promise<string> {
 
 type Signal = SignalLike & { delivery_state?: string; claimed_by?: string | null };
 
-/** Still worth waking for: not acked or dead, not a task that closed or went to someone else. */
-const open = (s: Signal, me: string) =>
-  !['acked', 'dead_letter'].includes(s.delivery_state ?? '') && (s.signal_type !== 'task' || ((s.task_status ?? 'open') === 'open' && (!s.claimed_by || s.claimed_by === me)));
-
 export interface WaitOptions {
   types?: string[];
   timeoutS?: number;
@@ -52,7 +49,7 @@ export async function waitForItems(c: Joined, files: Files, o: WaitOptions): Pro
   const seen = new Set(state.seen);
   let cursor = state.cursor;
   const pending = new Map<string, Signal>();
-  const wanted = (s: Signal) => s.from_identity !== c.identity_id && !seen.has(s.id) && (!o.types?.length || o.types.includes(s.signal_type)) && open(s, c.identity_id);
+  const wanted = (s: Signal) => s.from_identity !== c.identity_id && !seen.has(s.id) && (!o.types?.length || o.types.includes(s.signal_type)) && worthWaking(s, c.identity_id);
 
   const ws = new WebSocket(wsUrl(c.url, cursor), { headers: { authorization: `Bearer ${c.key}` } });
   const result = await new Promise<Signal[] | null>((resolve, reject) => {
@@ -86,7 +83,7 @@ export async function waitForItems(c: Joined, files: Files, o: WaitOptions): Pro
         cursor = f.cursor ?? cursor;
         const s = f.signal as Signal;
         if (f.type === 'signal' && wanted(s)) pending.set(s.id, s);
-        else if (pending.has(s.id) && !open(s, c.identity_id)) pending.delete(s.id);
+        else if (pending.has(s.id) && !worthWaking(s, c.identity_id)) pending.delete(s.id);
         if (live) flush();
       } else if (f.type === 'result' && f.id === 'replayed') {
         live = true;

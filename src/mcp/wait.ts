@@ -10,6 +10,7 @@ import type { Principal } from '../identity/model.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { compile, Key } from '../validation.js';
 import { invoke, resolve, type MethodTable } from '../surface/methods.js';
+import { worthWaking } from '../../actors/signal-wake.js';
 
 /** The longest wait: under the MCP clients' own request timeout (60 s in the official SDKs). */
 export const MAX_WAIT_S = 50;
@@ -31,10 +32,6 @@ export const WAIT_DESCRIPTION = `Wait until new unacknowledged signals or tasks 
 type Watch = (p: Principal, key: string, onEntry: (e: JournalEntry, seen: { shown: boolean; recipient: boolean }) => void, onEnded: () => void) => () => void;
 type Item = { id: string; signal_type: string; from_identity: string; delivery_state?: string; task_status?: string | null; claimed_by?: string | null };
 
-/** Still worth waking for (as `svc wait` judges): not acked or dead, not a task that closed or went to someone else. */
-const open = (s: Item, me: string) =>
-  !['acked', 'dead_letter'].includes(s.delivery_state ?? '') && (s.signal_type !== 'task' || ((s.task_status ?? 'open') === 'open' && (!s.claimed_by || s.claimed_by === me)));
-
 export class Waiter {
   private shown = new Set<string>();
 
@@ -48,7 +45,7 @@ export class Waiter {
     const me = p.identity.id;
     const fresh = async () => {
       const box = (await invoke(resolve(this.table, 'inbox.check', { receipt_state: 'unread', limit: 50, ...(q.types?.length ? { type: q.types.join(',') } : {}) })!, p)) as { signals: Item[] };
-      return box.signals.filter((s) => s.from_identity !== me && !this.shown.has(s.id) && open(s, me));
+      return box.signals.filter((s) => s.from_identity !== me && !this.shown.has(s.id) && worthWaking(s, me));
     };
     return new Promise((done, fail) => {
       let finished = false;

@@ -113,4 +113,23 @@ describe('layers', () => {
     ]);
     expect(violations([[src('api/signals.ts'), src('signals/schemas.ts')], [src('realtime/ws.ts'), src('http/uws.ts')]])).toEqual([]);
   });
+
+  // bin/svc.js names its cached bundle by a hash of src/cli and of the files it lists: a CLI import outside
+  // src/cli that the list misses would keep running a stale bundle after that file changed
+  it('the svc bundle’s cache key covers every file the CLI runs from outside src/cli', () => {
+    const cli = join(ROOT, 'src/cli');
+    const runtimeImports = (file: string) =>
+      [...readFileSync(file, 'utf8').matchAll(/(?:^|\n)\s*(?:import|export)(?!\s+type\b)[^'"]*?from\s+['"](\.[^'"]+)['"]/g)].map((m) => resolve(dirname(file), m[1].replace(/\.js$/, '.ts')));
+    const seen = new Set<string>();
+    const walk = (f: string): void => {
+      if (seen.has(f)) return;
+      seen.add(f);
+      runtimeImports(f).forEach(walk);
+    };
+    files(cli).forEach(walk);
+    const outside = [...seen].filter((f) => !f.startsWith(cli + '/')).map((f) => relative(ROOT, f)).sort();
+    const listed = [...readFileSync(join(ROOT, 'bin/svc.js'), 'utf8').matchAll(/join\(root, ((?:'[^']+'(?:, )?)+)\)/g)].map((m) => m[1].split(', ').map((p) => p.slice(1, -1)).join('/')).filter((p) => p !== 'src/cli');
+    expect(outside).toContain('actors/signal-wake.ts');
+    expect(listed.sort()).toEqual(outside);
+  });
 });
