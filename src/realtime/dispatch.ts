@@ -17,6 +17,9 @@ import { takeableTypes, type Inbox } from '../signals/inbox.js';
 import { isOpenTask, type Signal } from '../signals/kind.js';
 import type { Signals, TaskResult } from '../signals/service.js';
 import type { Hub, Subscriber } from './hub.js';
+import type { SignalContext } from '../../actors/signal.js';
+import type { ActorRecord } from '../runtime/runtime.js';
+import type { Versioned } from '../store/port.js';
 
 /** the most tasks one worker holds at once */
 export const MAX_CAPACITY = 256;
@@ -234,23 +237,24 @@ export class Worker {
     const p = this.sink.principal();
     const types = takeableTypes(this.terms.task_types, p.key.permissions.task_types);
     if (types?.length === 0) return 0;
-    const picked: string[] = [];
+    const picked: Versioned<ActorRecord<SignalContext>>[] = [];
     const skip = (id: string) => this.d.claiming.has(id) || this.d.holders.has(id);
     for await (const task of this.d.inbox.openTasks(p, skip, types)) {
-      const id = task.context.id;
+      const id = task.value.context.id;
       if (skip(id)) continue;
       this.d.claiming.add(id);
-      picked.push(id);
+      picked.push(task);
       if (picked.length === n) break;
     }
     this.claims += picked.length;
-    const got = await Promise.all(picked.map((id) => this.claimOne(p, id)));
+    const got = await Promise.all(picked.map((task) => this.claimOne(p, task)));
     return got.filter(Boolean).length;
   }
 
-  private async claimOne(p: Principal, id: string): Promise<boolean> {
+  private async claimOne(p: Principal, task: Versioned<ActorRecord<SignalContext>>): Promise<boolean> {
+    const id = task.value.context.id;
     try {
-      const s = await this.d.signals.claim(p, id, this.terms.lease_ms);
+      const s = await this.d.signals.claim(p, id, this.terms.lease_ms, undefined, task);
       this.held.set(id, s.claim_token);
       this.d.holders.set(id, this);
       if (this.closed || !this.sink.send({ type: 'task', signal: s, claim_token: s.claim_token })) this.releaseOne(p, id);

@@ -13,6 +13,7 @@ import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import type { ActorRecord, Runtime } from '../runtime/runtime.js';
 import { scanDesc, scanLimits, type Scanned } from '../store/scan.js';
+import type { Versioned } from '../store/port.js';
 import { idOfInboxMember, idOfReadyMember, isOpenTask, readyRank, SIGNAL, signalIndexes, signalView, type Signal } from './kind.js';
 import { assertFilterInScope, assertInScope, outOfScope } from './policy.js';
 import { reaches, takersOf } from './routing.js';
@@ -118,8 +119,8 @@ export class Inbox {
    * `scanCap` members are examined per call. A task whose concurrency_key is at its limit is passed over
    * (`keys`: the leased tasks of each key read so far, which the caller may update from a refused claim).
    */
-  async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[], keys = new Map<string, string[]>()): AsyncGenerator<ActorRecord<SignalContext>> {
-    for await (const { signal } of this.walkReady(p, skip, taskTypes, { spread: true, keys })) yield signal;
+  async *openTasks(p: Principal, skip: (signalId: string) => boolean, taskTypes?: string[], keys = new Map<string, string[]>()): AsyncGenerator<Versioned<ActorRecord<SignalContext>>> {
+    for await (const { stored } of this.walkReady(p, skip, taskTypes, { spread: true, keys })) yield stored;
   }
 
   /** What the caller may claim now (GET /tasks/ready): a page in ready order, the scan bounded as `openTasks`'s. */
@@ -129,8 +130,8 @@ export class Inbox {
     if (types?.length === 0) return { items: [], cursor: null };
     const items: Signal[] = [];
     const walk = { last: undefined as string | undefined, capped: false };
-    for await (const { signal, member } of this.walkReady(p, () => false, types, { spread: false, after, walk })) {
-      items.push(signalView(signal));
+    for await (const { stored, member } of this.walkReady(p, () => false, types, { spread: false, after, walk })) {
+      items.push(signalView(stored.value));
       if (items.length === limit) return { items, cursor: member };
     }
     return { items, cursor: walk.capped ? (walk.last ?? null) : null };
@@ -141,7 +142,7 @@ export class Inbox {
     skip: (signalId: string) => boolean,
     taskTypes: string[] | undefined,
     o: { spread: boolean; after?: string; walk?: { last: string | undefined; capped: boolean }; keys?: Map<string, string[]> },
-  ): AsyncGenerator<{ signal: ActorRecord<SignalContext>; member: string }> {
+  ): AsyncGenerator<{ stored: Versioned<ActorRecord<SignalContext>>; member: string }> {
     const reach = await this.reachOf(p.identity.id);
     const visible = visibleTo(p.identity, reach);
     const indexes = taskTypes ? reach.indexes.flatMap((i) => taskTypes.map((t) => signalIndexes.openTasksOfType(i, t))) : reach.indexes.map(signalIndexes.openTasks);
@@ -157,15 +158,24 @@ export class Inbox {
       const members = [...new Set(lists.flat())].sort((a, b) => (a < b ? 1 : a > b ? -1 : 0)).slice(0, OPEN_TASK_STEP);
       if (!members.length) return;
       before = members[members.length - 1];
-      for (const member of o.spread ? spreadTies(members) : members) {
-        if (o.walk) o.walk.last = member;
-        const id = idOfReadyMember(member);
-        if (skip(id)) continue;
-        const [[signal], [receipt]] = await Promise.all([this.rt.loadMany<SignalContext>(SIGNAL, [id]), this.rt.loadMany<ReceiptContext>(RECEIPT, [receiptId(p.identity.id, id)])]);
-        if (!signal || !isOpenTask(signal.value, signal.context)) continue;
-        const [taker] = await takersOf(this.rt.store, [signal.context]);
-        if (!visible(signal.context, taker) || outOfScope(p.key, signal.context) || !matchesInbox({ signal, receipt, taker }, {})) continue;
-        if (!(await keyAtLimit(this.rt.store, signal.context, keys))) yield { signal, member };
+      const order = o.spread ? spreadTies(members) : members;
+      for (let at = 0; at < order.length; at += READ_BATCH) {
+        // candidates are read a few at a time, each batch in one read per kind: a walk that stops at its first
+        // claimable task reads little more than it, one that fills many credits waits once per batch, not per task
+        const batch = order.slice(at, at + READ_BATCH).filter((m) => !skip(idOfReadyMember(m)));
+        const ids = batch.map(idOfReadyMember);
+        const [signals, receipts] = await Promise.all([this.rt.loadStoredMany<SignalContext>(SIGNAL, ids), this.rt.loadMany<ReceiptContext>(RECEIPT, ids.map((id) => receiptId(p.identity.id, id)))]);
+        const takers = await takersOf(this.rt.store, signals.map((r) => r?.value.context));
+        for (let i = 0; i < batch.length; i++) {
+          if (o.walk) o.walk.last = batch[i];
+          const stored = signals[i];
+          const signal = stored?.value;
+          // skip again: the consumer may have taken this task while the batch before it was handed out
+          if (!stored || !signal || skip(ids[i]) || !isOpenTask(signal.value, signal.context)) continue;
+          if (!visible(signal.context, takers[i]) || outOfScope(p.key, signal.context) || !matchesInbox({ signal, receipt: receipts[i], taker: takers[i] }, {})) continue;
+          if (!(await keyAtLimit(this.rt.store, signal.context, keys))) yield { stored, member: batch[i] };
+        }
+        if (o.walk && at + READ_BATCH >= order.length) o.walk.last = order[order.length - 1];
       }
       if (members.length < OPEN_TASK_STEP) return;
     }
@@ -261,6 +271,8 @@ function matchesInbox({ signal, receipt, taker }: Row, q: InboxQuery): boolean {
 
 /** index members read per step of the open-task walk */
 const OPEN_TASK_STEP = 32;
+/** candidates of a step whose records are read together */
+const READ_BATCH = 8;
 
 /** Members of equal rank (priority and urgency) in random order. */
 function spreadTies(members: string[]): string[] {

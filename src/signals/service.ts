@@ -374,9 +374,10 @@ export class Signals {
   }
 
   /** A grant answers the task with its new `claim_token`; a renewal that names one must name the current grant's. */
-  async claim(p: Principal, signalId: string, leaseMs?: number, claimToken?: number): Promise<Signal> {
+  async claim(p: Principal, signalId: string, leaseMs?: number, claimToken?: number, loaded?: Versioned<ActorRecord<SignalContext>>): Promise<Signal> {
     this.requireMember(p);
-    const stored = await this.loadStored(signalId);
+    // a walk that has just read the task hands its record over: a stale one fails the commit's version check and is read again
+    const stored = loaded ?? (await this.loadStored(signalId));
     const cur = stored.value;
     assertInScope(p.key, cur.context);
     const lease = leaseMs ?? this.config.taskLeaseMs;

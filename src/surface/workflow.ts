@@ -172,12 +172,12 @@ export class Workflow {
     if (types?.length === 0) return { signal: null };
     const keys = new Map<string, string[]>();
     for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id), types, keys)) {
-      const id = task.context.id;
+      const id = task.value.context.id;
       // the walk's skip ran before this task was loaded; another call may have begun claiming it since
       if (this.claiming.has(id)) continue;
       this.claiming.add(id);
       try {
-        return { signal: await this.s.signals.claim(p, id, q.lease_ms) };
+        return { signal: await this.s.signals.claim(p, id, q.lease_ms, undefined, task) };
       } catch (e) {
         if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
         // a key found full at claim time is passed over for the rest of this walk
