@@ -147,7 +147,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   }, idempotency);
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
-  const presence = new Presence(store);
+  const presence = new Presence(store, { everyMs: config.presenceTouchMs });
   const peers = new Peers(runtime);
   const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
   const registry = new Registry(config);
@@ -173,7 +173,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     config,
     links,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
-    apiKeys: new ApiKeys(runtime),
+    apiKeys: new ApiKeys(runtime, presence),
     identities: new Identities(runtime, presence, org, registry),
     siwe,
     wallets: new Wallets(runtime, siwe, registry, config.siweSessionTtlMs),
@@ -219,6 +219,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await limits.consume(p);
       p.spend = limits.meter(p);
       void presence.touch(p.identity.id);
+      void presence.keyUsed(p.key.id);
       noteIdentity(p.identity.id);
       return p;
     },
