@@ -1,0 +1,61 @@
+/**
+ * GET /admin/connections across two service processes on one Redis: a WebSocket on instance A and an SSE
+ * stream on instance B are listed by either, each with the instance holding it (filters still apply); a
+ * closed connection leaves both lists; a SIGKILLed instance's connections vanish once its published record
+ * expires (a few beats of a short PRESENCE_TOUCH_MS); a non-admin is refused.
+ */
+import { describe, expect, it } from 'vitest';
+import { bootstrap, Client, join } from '../helpers/client.js';
+import { childServersOn } from '../helpers/server.js';
+import { PushSocket, SseStream } from '../helpers/push.js';
+import { expectError, expectOk, waitFor } from '../api/support.js';
+
+describe('connections listed across two instances on one Redis', () => {
+  const fleet = childServersOn('redis');
+
+  it('either instance lists both instances’ sockets and streams; a close or a crash removes them', async () => {
+    const env = await fleet.env({ PRESENCE_TOUCH_MS: '200' });
+    const [a, b] = await Promise.all([fleet.start(env), fleet.start(env)]);
+    const root = await bootstrap(a.url);
+    const watcher = await join(root.client, 'watcher');
+    const onA = new Client(a.url, root.key);
+    const onB = new Client(b.url, root.key);
+    const list = async (c: Client, q = `identity_id=${watcher.id}`) => expectOk(await c.get(`/admin/connections?${q}`));
+    const instanceOf = async (c: Client) => (await list(c)).instance as string;
+    const [ia, ib] = [await instanceOf(onA), await instanceOf(onB)];
+    expect(ia).not.toBe(ib);
+
+    const socket = await PushSocket.open(a.url, watcher.key, { label: 'watcher on A' });
+    const stream = await SseStream.open(b.url, { token: watcher.key }, 'watcher on B');
+    const both = (d: any) => d.connections.length === 2;
+    for (const c of [onA, onB]) {
+      const d = await waitFor(`both connections listed by ${c === onA ? 'A' : 'B'}`, () => list(c), both);
+      const byTransport = Object.fromEntries(d.connections.map((x: any) => [x.transport, x]));
+      expect(byTransport.websocket).toMatchObject({ instance: ia, identity_id: watcher.id, key_id: expect.stringMatching(/^key_/), catching_up: false });
+      expect(byTransport.sse).toMatchObject({ instance: ib, identity_id: watcher.id, key_id: byTransport.websocket.key_id });
+      expect(typeof byTransport.sse.opened_at).toBe('string');
+      expect(typeof byTransport.sse.cursor).toBe('string');
+    }
+    // the filters apply to the other instance's connections too
+    expect((await list(onA, `key_id=nope`)).connections).toEqual([]);
+    expect((await list(onA, `identity_id=${root.id}`)).connections.every((x: any) => x.identity_id === root.id)).toBe(true);
+
+    stream.close();
+    for (const c of [onA, onB]) {
+      const d = await waitFor('the closed stream gone', () => list(c), (x: any) => x.connections.length === 1);
+      expect(d.connections[0]).toMatchObject({ transport: 'websocket', instance: ia });
+    }
+
+    // B holds a stream again and dies without its shutdown: its record expires and A stops listing it
+    const again = await SseStream.open(b.url, { token: watcher.key }, 'watcher on B again');
+    await waitFor('the new stream listed on A', () => list(onA), both);
+    again.es.onerror = () => again.close();
+    await fleet.kill(b);
+    const left = await waitFor('the dead instance’s stream gone', () => list(onA), (x: any) => x.connections.length === 1, 10_000);
+    expect(left.connections[0]).toMatchObject({ transport: 'websocket', instance: ia });
+
+    expectError(await new Client(a.url, watcher.key).get('/admin/connections'), 403, 'AUTH_ADMIN_REQUIRED');
+    await socket.close();
+    await waitFor('the closed socket gone', () => list(onA), (x: any) => x.connections.length === 0);
+  }, 120_000);
+});
