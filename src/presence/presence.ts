@@ -12,7 +12,7 @@ import { forEachPage } from '../store/scan.js';
 
 export const ACTIVE_MS = 5 * 60_000;
 export const IDLE_MS = 30 * 60_000;
-export const TOUCH_EVERY_MS = 30_000;
+const TOUCH_EVERY_MS = 30_000;
 const BEAT_SLICE = 64;
 const READ_PAGE = 500;
 const seenKey = (id: string) => `seen:${id}`;
