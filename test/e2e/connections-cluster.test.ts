@@ -1,7 +1,7 @@
 /**
  * GET /admin/connections across two service processes on one Redis: a WebSocket on instance A and an SSE
  * stream on instance B are listed by either, each with the instance holding it (filters still apply); a
- * closed connection leaves both lists; a SIGKILLed instance's connections vanish once its published record
+ * closed connection leaves both lists, and so does a burst of opens and closes once it is over; a SIGKILLed instance's connections vanish once its published record
  * expires (a few beats of a short PRESENCE_TOUCH_MS); a non-admin is refused.
  */
 import { describe, expect, it } from 'vitest';
@@ -45,6 +45,13 @@ describe('connections listed across two instances on one Redis', () => {
       const d = await waitFor('the closed stream gone', () => list(c), (x: any) => x.connections.length === 1);
       expect(d.connections[0]).toMatchObject({ transport: 'websocket', instance: ia });
     }
+
+    // a burst of opens and then of closes on B: what A lists settles on B's state after each
+    const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => PushSocket.open(b.url, watcher.key, { label: `burst ${i}` })));
+    const during = await waitFor('the burst listed on A', () => list(onA), (x: any) => x.connections.length === 13);
+    expect(during.connections.filter((x: any) => x.instance === ib)).toHaveLength(12);
+    await Promise.all(burst.map((x) => x.close()));
+    await waitFor('the burst gone from A', () => list(onA), (x: any) => x.connections.length === 1);
 
     // B holds a stream again and dies without its shutdown: its record expires and A stops listing it
     const again = await SseStream.open(b.url, { token: watcher.key }, 'watcher on B again');
