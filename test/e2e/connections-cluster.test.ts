@@ -1,8 +1,9 @@
 /**
  * GET /admin/connections across two service processes on one Redis: a WebSocket on instance A and an SSE
  * stream on instance B are listed by either, each with the instance holding it (filters still apply); a
- * closed connection leaves both lists, and so does a burst of opens and closes once it is over; a SIGKILLed instance's connections vanish once its published record
- * expires (a few beats of a short PRESENCE_TOUCH_MS); a non-admin is refused.
+ * closed connection leaves both lists, and so does a burst of opens and closes once it is over (all
+ * published on open and close: the beat is 30 s); a SIGKILLed instance's connections vanish once its
+ * published record expires (three beats of its short PRESENCE_TOUCH_MS); a non-admin is refused.
  */
 import { describe, expect, it } from 'vitest';
 import { bootstrap, Client, join } from '../helpers/client.js';
@@ -14,7 +15,8 @@ describe('connections listed across two instances on one Redis', () => {
   const fleet = childServersOn('redis');
 
   it('either instance lists both instances’ sockets and streams; a close or a crash removes them', async () => {
-    const env = await fleet.env({ PRESENCE_TOUCH_MS: '200' });
+    // the default beat (30 s): what follows until the crash is published on open and close, not by a refresh
+    const env = await fleet.env();
     const [a, b] = await Promise.all([fleet.start(env), fleet.start(env)]);
     const root = await bootstrap(a.url);
     const watcher = await join(root.client, 'watcher');
@@ -53,11 +55,13 @@ describe('connections listed across two instances on one Redis', () => {
     await Promise.all(burst.map((x) => x.close()));
     await waitFor('the burst gone from A', () => list(onA), (x: any) => x.connections.length === 1);
 
-    // B holds a stream again and dies without its shutdown: its record expires and A stops listing it
-    const again = await SseStream.open(b.url, { token: watcher.key }, 'watcher on B again');
-    await waitFor('the new stream listed on A', () => list(onA), both);
+    // a third instance with a short beat (its record lives three of them) holds a stream and dies without
+    // its shutdown: its record expires and A stops listing it
+    const c = await fleet.start({ ...env, PRESENCE_TOUCH_MS: '200' });
+    const again = await SseStream.open(c.url, { token: watcher.key }, 'watcher on C');
+    await waitFor('the stream on C listed on A', () => list(onA), both);
     again.es.onerror = () => again.close();
-    await fleet.kill(b);
+    await fleet.kill(c);
     const left = await waitFor('the dead instance’s stream gone', () => list(onA), (x: any) => x.connections.length === 1, 10_000);
     expect(left.connections[0]).toMatchObject({ transport: 'websocket', instance: ia });
 
