@@ -54,6 +54,7 @@ import { Peers, peerKind, type Peer } from './org/peers.js';
 import { Memberships, membershipKind, migrateLegacyMemberships } from './org/memberships.js';
 import { Org } from './org/service.js';
 import { indexAgentsOnce, Presence } from './presence/presence.js';
+import { ConnectionBoard, instanceName } from './presence/connections.js';
 import { Realtime } from './realtime/realtime.js';
 import { Stats } from './stats/service.js';
 import { Inbox } from './signals/inbox.js';
@@ -103,6 +104,9 @@ async function indexBlobRefsOnce(store: Store, artifacts: Artifacts, workspace: 
   return n;
 }
 
+/** a published connection list outlives this many missed beats before it is taken for a crashed instance's */
+const BOARD_BEATS = 3;
+
 export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
   if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
   const rawStore = await openStore(config);
@@ -147,7 +151,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   }, idempotency);
   const inbox = new Inbox(runtime, org, signals);
   const health = new Health(store);
-  const presence = new Presence(store);
+  const presence = new Presence(store, { everyMs: config.presenceTouchMs });
   const peers = new Peers(runtime);
   const siwe = new Siwe(store, config.siweNonceTtlMs, () => new URL(links.baseUrl).host);
   const registry = new Registry(config);
@@ -173,7 +177,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     config,
     links,
     invites: new Invites(runtime, siwe, registry, () => links.baseUrl),
-    apiKeys: new ApiKeys(runtime),
+    apiKeys: new ApiKeys(runtime, presence),
     identities: new Identities(runtime, presence, org, registry),
     siwe,
     wallets: new Wallets(runtime, siwe, registry, config.siweSessionTtlMs),
@@ -204,7 +208,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     trust,
     inbound,
     peerLimits,
-    pushHub: {} as { current?: Realtime['hub'] },
+    connections: {} as { current?: ConnectionBoard },
   };
   const logRequest = requestLogger(log);
   const front = new FrontEnd<Principal>({
@@ -219,6 +223,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       await limits.consume(p);
       p.spend = limits.meter(p);
       void presence.touch(p.identity.id);
+      void presence.keyUsed(p.key.id);
       noteIdentity(p.identity.id);
       return p;
     },
@@ -245,7 +250,9 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
   const realtime = new Realtime(config, store, log, org, signals, inbox, presence, links, limits);
   const mcp = new Mcp(methods, new SurfaceResources(methods, services), { watch: (p, key, onEntry, onEnded) => realtime.watchJournal(p, key, onEntry, onEnded) }, log, VERSION);
   serve(mcpRoutes(mcp));
-  services.pushHub.current = realtime.hub;
+  const board = new ConnectionBoard(store, instanceName(), realtime.hub, { ttlMs: BOARD_BEATS * config.presenceTouchMs });
+  presence.onBeat(() => board.publish());
+  services.connections.current = board;
   serve(a2aRoutes(new A2A({ signals, org, watch: { subscribe: (id, onChange, holder) => realtime.watchSignal(id, onChange, holder) }, links, log, version: VERSION })));
   await realtime.start(front.app, (x, rid, e) => front.fail(x, rid, e));
   metrics.countConnections(() => realtime.hub.subscribers);
@@ -274,6 +281,7 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       front.close();
       await mcp.close();
       await presence.stop();
+      await board.stop();
       sender.stop();
       federationOut.stop();
       await dispatcher.stop();

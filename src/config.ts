@@ -38,6 +38,8 @@ export interface Config {
   pushMaxBufferBytes: number;
   pushDrainTimeoutMs: number;
   sseHeartbeatMs: number;
+  /** presence's beat: an identity's last_seen and a key's last use are written at most this often per process */
+  presenceTouchMs: number;
   wsIdleTimeoutS: number;
   /** WebSockets and SSE streams one client address may hold open at once */
   maxConnectionsPerAddress: number;
@@ -264,6 +266,7 @@ export function readConfig(env: Env = process.env): Readonly<Config> {
     pushMaxBufferBytes: int(env, 'PUSH_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024),
     pushDrainTimeoutMs: int(env, 'PUSH_DRAIN_TIMEOUT_MS', 30_000, 100, 600_000),
     sseHeartbeatMs: int(env, 'SSE_HEARTBEAT_MS', 15_000, 10),
+    presenceTouchMs: int(env, 'PRESENCE_TOUCH_MS', 30_000, 10, 300_000),
     // uWebSockets.js pings an idle socket before this runs out and closes one that stays silent
     wsIdleTimeoutS: int(env, 'WS_IDLE_TIMEOUT_S', 60, 8, 960),
     maxConnectionsPerAddress: int(env, 'MAX_CONNECTIONS_PER_ADDRESS', 10_000, 1, 1_000_000),
@@ -337,6 +340,7 @@ const SETTINGS: Setting[] = [
   { name: 'PUSH_MAX_BUFFER_BYTES', value: (c) => c.pushMaxBufferBytes },
   { name: 'PUSH_DRAIN_TIMEOUT_MS', value: (c) => c.pushDrainTimeoutMs },
   { name: 'SSE_HEARTBEAT_MS', value: (c) => c.sseHeartbeatMs },
+  { name: 'PRESENCE_TOUCH_MS', value: (c) => c.presenceTouchMs },
   { name: 'WS_IDLE_TIMEOUT_S', value: (c) => c.wsIdleTimeoutS },
   { name: 'MAX_CONNECTIONS_PER_ADDRESS', value: (c) => c.maxConnectionsPerAddress },
   { name: 'JOURNAL_RETAIN_ENTRIES', value: (c) => c.journalRetainEntries },

@@ -1,5 +1,5 @@
-// Every identity with its liveness, open sockets and streams (this instance), held leases and reservations,
-// keys and membership; revoke a key, suspend a membership, force-release a reservation (each asks, each audited).
+// Every identity with its liveness, open sockets and streams (every instance), held leases and reservations,
+// keys with their last use, and membership; revoke a key, suspend a membership, force-release a reservation (each asks, each audited).
 import { badge } from './signal-row.js';
 
 const ACTIVE_MS = 5 * 60_000;
@@ -62,7 +62,7 @@ function card(ctx, d, i, act) {
     ...list('Reservations', res, (r) => h('li', { 'data-reservation': r.id }, `${r.project}:${r.path} `, h('span', { class: 'meta' }, `until ${ctx.fmtTime(r.expires_at)} `),
       h('button', { type: 'button', class: 'danger force-release', onclick: () => act(`Force-release ${r.path} held by ${i.name}?`, `/reservations/${encodeURIComponent(r.id)}/force-release`, 'POST') }, 'Force-release'))),
     ...list('Keys', keys, (k) => h('li', { 'data-key': k.id }, h('code', {}, k.id), ' ', k.revoked ? badge('revoked') : badge('live'), ' ',
-      h('span', { class: 'meta' }, `${scopes(k)} · created ${ctx.fmtTime(k.created_at)}${conns.some((c) => c.key_id === k.id) ? ' · in use now' : ''}`), ' ',
+      h('span', { class: 'meta' }, `${scopes(k)} · created ${ctx.fmtTime(k.created_at)} · `, h('span', { 'data-last-used': k.last_used_at ?? '' }, `last used ${ctx.fmtTime(k.last_used_at) || 'never'}`), conns.some((c) => c.key_id === k.id) ? ' · in use now' : ''), ' ',
       k.revoked ? '' : h('button', { type: 'button', class: 'danger revoke', onclick: () => act(`Revoke key ${k.id} of ${i.name}? Its sockets close and every call with it fails.`, `/admin/api-keys/${encodeURIComponent(k.id)}/revoke`, 'POST') }, 'Revoke'))));
 }
 

@@ -1,5 +1,4 @@
-/** Routes the operator console reads besides the others: one search over what a key may read, and the sockets and streams open on this instance. */
-import { hostname } from 'node:os';
+/** Routes the operator console reads besides the others: one search over what a key may read, and the sockets and streams open on every instance. */
 import Type from 'typebox';
 import type { Route } from '../http/server.js';
 import type { Principal } from '../identity/model.js';
@@ -12,10 +11,14 @@ const ConnectionsQuery = compile(Type.Object({ identity_id: Type.Optional(Type.S
 
 export const consoleRoutes = (s: Services): Route<Principal>[] => {
   const search = new Search(s);
-  const instance = `${hostname()}:${process.pid}`;
   return [
     { method: 'get', path: '/search', auth: 'key', query: SearchQuery, handler: async (r) => ({ data: await search.find(r.principal, r.query.q, r.query.limit ?? 10) }) },
-    // this instance's hub only: sockets are held in process, and liveness (last_seen) is what spans instances
-    { method: 'get', path: '/admin/connections', auth: 'admin', query: ConnectionsQuery, handler: (r) => ({ data: { instance, connections: s.pushHub.current?.connections(r.query) ?? [] } }) },
+    {
+      method: 'get',
+      path: '/admin/connections',
+      auth: 'admin',
+      query: ConnectionsQuery,
+      handler: async (r) => ({ data: { instance: s.connections.current?.instance, connections: (await s.connections.current?.list(r.query)) ?? [] } }),
+    },
   ];
 };

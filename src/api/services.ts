@@ -32,7 +32,7 @@ import type { Workstreams } from '../workstreams/service.js';
 import type { Webhooks } from '../webhooks/service.js';
 import type { FederationOut } from '../federation/outbound.js';
 import type { Links } from '../http/links.js';
-import type { ConnectionLister } from '../presence/connections.js';
+import type { ConnectionBoard } from '../presence/connections.js';
 
 /** What the thin handlers call into. */
 export interface Services {
@@ -72,6 +72,6 @@ export interface Services {
   inbound: Inbound;
   /** a peer's request budget and storage quota */
   peerLimits: PeerLimiter;
-  /** the push hub, set once the realtime channels are wired (after the route table is built) */
-  pushHub: { current?: ConnectionLister };
+  /** every instance's open connections, set once the realtime channels are wired (after the route table is built) */
+  connections: { current?: ConnectionBoard };
 }

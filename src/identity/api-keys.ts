@@ -24,8 +24,16 @@ export interface KeyRotate {
   mcp_profile?: McpProfile | null;
 }
 
+/** When each key was last used (src/presence). */
+export interface LastUsed {
+  lastUsed(keyIds: string[]): Promise<(number | undefined)[]>;
+}
+
 export class ApiKeys {
-  constructor(private rt: Runtime) {}
+  constructor(
+    private rt: Runtime,
+    private usage: LastUsed,
+  ) {}
 
   async create(admin: Principal, body: KeyCreate) {
     const done = committedEffect<ReturnType<typeof publicKey> & { api_key: string }>();
@@ -47,8 +55,11 @@ export class ApiKeys {
     return answer;
   }
 
+  /** Every key, hash stripped, with `last_used_at` (null until its first use is written). */
   async list() {
-    return (await loadAll<ApiKey>(this.rt.store, indexes.apiKeys, keys.apiKey)).map(publicKey);
+    const all = await loadAll<ApiKey>(this.rt.store, indexes.apiKeys, keys.apiKey);
+    const used = await this.usage.lastUsed(all.map((k) => k.id));
+    return all.map((k, i) => ({ ...publicKey(k), last_used_at: used[i] === undefined ? null : new Date(used[i]!).toISOString() }));
   }
 
   async revoke(admin: Principal, id: string) {

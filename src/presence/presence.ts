@@ -1,8 +1,9 @@
 /**
  * Liveness from one stored timestamp per identity: a request or an open socket/stream keeps `last_seen`
- * fresh (written at most every TOUCH_EVERY_MS per identity and process; open connections are re-touched on
- * the same beat), so "active" needs no cross-instance connection counting. The memory of when an identity
- * was last written is bounded (least recently touched forgotten first): forgetting only costs an early write.
+ * fresh (written at most every `everyMs` per identity and process; open connections are re-touched on
+ * the same beat), so "active" needs no cross-instance connection counting. A key's last use is kept the same
+ * way, one blind put per key and interval (no read). The memory of when each was last written is bounded
+ * (least recently touched forgotten first): forgetting only costs an early write.
  */
 import { now as clock } from '../clock.js';
 import { indexes, keys, type Identity } from '../identity/model.js';
@@ -13,7 +14,9 @@ export const ACTIVE_MS = 5 * 60_000;
 export const IDLE_MS = 30 * 60_000;
 const TOUCH_EVERY_MS = 30_000;
 const BEAT_SLICE = 64;
+const READ_PAGE = 500;
 const seenKey = (id: string) => `seen:${id}`;
+const usedKey = (keyId: string) => `key-used:${keyId}`;
 const TRIES = 3;
 
 /**
@@ -47,8 +50,10 @@ export interface PresenceOptions {
   now?: () => number;
   /** the monotonic clock the write throttle runs on: a wall clock stepped back must not stop the writes */
   elapsed?: () => number;
-  /** identities whose last write time is remembered; beyond it the least recently touched is forgotten */
+  /** identities (and, apart, keys) whose last write time is remembered; beyond it the least recently touched is forgotten */
   maxTracked?: number;
+  /** the beat: the least time between two writes of one identity's last_seen or one key's last use by this process */
+  everyMs?: number;
 }
 
 export const MAX_TRACKED = 10_000;
@@ -56,14 +61,20 @@ export const MAX_TRACKED = 10_000;
 export class Presence {
   /** identity → when (monotonic) this process last wrote its last_seen; insertion order is touch order (oldest first) */
   private written = new Map<string, number>();
+  /** key id → when (monotonic) this process last wrote its last use; bounded as `written` is */
+  private used = new Map<string, number>();
   /** identity → open connections in this process: bounded by the connections themselves */
   private open = new Map<string, number>();
+  /** key id → open connections in this process holding it */
+  private openKeys = new Map<string, number>();
+  private beats: (() => Promise<void>)[] = [];
   private beat: NodeJS.Timeout;
   private stopped = false;
   private writing = new Set<Promise<boolean>>();
   private now: () => number;
   private elapsed: () => number;
   private maxTracked: number;
+  readonly everyMs: number;
 
   constructor(
     private store: Store,
@@ -72,7 +83,8 @@ export class Presence {
     this.now = opts.now ?? clock;
     this.elapsed = opts.elapsed ?? (() => performance.now());
     this.maxTracked = opts.maxTracked ?? MAX_TRACKED;
-    this.beat = setInterval(() => void this.touchOpen(), TOUCH_EVERY_MS);
+    this.everyMs = opts.everyMs ?? TOUCH_EVERY_MS;
+    this.beat = setInterval(() => void this.beatOnce(), this.everyMs);
     this.beat.unref();
   }
 
@@ -81,21 +93,66 @@ export class Presence {
     return this.written.size;
   }
 
-  /** Touches every open identity, BEAT_SLICE at a time, so a beat over thousands of sockets never holds the loop or the store long. */
+  /** How many keys' last-use write times are remembered (never more than maxTracked). */
+  get trackedKeys(): number {
+    return this.used.size;
+  }
+
+  /** Runs `fn` on every beat too (another per-instance refresh, e.g. the published connections); never awaited by a request. */
+  onBeat(fn: () => Promise<void>): void {
+    this.beats.push(fn);
+  }
+
+  private async beatOnce(): Promise<void> {
+    await Promise.all([this.touchOpen(), ...this.beats.map((fn) => fn().catch(() => undefined))]);
+  }
+
+  /** Touches every open identity and key, BEAT_SLICE at a time, so a beat over thousands of sockets never holds the loop or the store long. */
   private async touchOpen(): Promise<void> {
     const ids = [...this.open.keys()];
     for (let i = 0; i < ids.length; i += BEAT_SLICE) await Promise.all(ids.slice(i, i + BEAT_SLICE).map((id) => this.touch(id, true)));
+    const keyIds = [...this.openKeys.keys()];
+    for (let i = 0; i < keyIds.length; i += BEAT_SLICE) await Promise.all(keyIds.slice(i, i + BEAT_SLICE).map((id) => this.keyUsed(id, true)));
   }
 
   async touch(identityId: string, force = false): Promise<void> {
     const e = this.elapsed();
-    if (!force && e - (this.written.get(identityId) ?? -Infinity) < TOUCH_EVERY_MS) return;
+    if (!force && e - (this.written.get(identityId) ?? -Infinity) < this.everyMs) return;
     if (this.stopped) return;
-    this.remember(identityId, e);
-    const write = this.writeSeen(identityId).catch(() => false);
-    this.writing.add(write);
-    if (!(await write)) this.written.delete(identityId);
-    this.writing.delete(write);
+    remember(this.written, identityId, e, this.maxTracked);
+    if (!(await this.track(this.writeSeen(identityId)))) this.written.delete(identityId);
+  }
+
+  /**
+   * The key was used (a request authenticated with it, or a connection holding it is open): its last use is
+   * written at most every `everyMs` per key and process, by a put that reads nothing. A failed write (a full
+   * store) is forgotten, so the next use tries again; it never reaches the request.
+   */
+  async keyUsed(keyId: string, force = false): Promise<void> {
+    const e = this.elapsed();
+    if (!force && e - (this.used.get(keyId) ?? -Infinity) < this.everyMs) return;
+    if (this.stopped) return;
+    remember(this.used, keyId, e, this.maxTracked);
+    const put = this.store.commit([{ op: 'put', key: usedKey(keyId), value: { at: this.now() } }]).then((r) => r.ok);
+    if (!(await this.track(put))) this.used.delete(keyId);
+  }
+
+  /** A write under way, waited for by stop(); its failure is an answer of false, never a rejection. */
+  private async track(write: Promise<boolean>): Promise<boolean> {
+    const safe = write.catch(() => false);
+    this.writing.add(safe);
+    try {
+      return await safe;
+    } finally {
+      this.writing.delete(safe);
+    }
+  }
+
+  /** Each key's last use (ms), undefined when never written; read a page at a time. */
+  async lastUsed(keyIds: string[]): Promise<(number | undefined)[]> {
+    const out: (number | undefined)[] = [];
+    for (let i = 0; i < keyIds.length; i += READ_PAGE) out.push(...(await this.store.getMany<{ at: number }>(keyIds.slice(i, i + READ_PAGE).map(usedKey))).map((r) => r?.value.at));
+    return out;
   }
 
   /** Writes seen:<id>, moving an agent's member of the last-seen index in the same commit. */
@@ -114,24 +171,15 @@ export class Presence {
     return false;
   }
 
-  private remember(identityId: string, t: number): void {
-    this.written.delete(identityId);
-    this.written.set(identityId, t);
-    if (this.written.size > this.maxTracked) this.written.delete(this.written.keys().next().value!);
+  /** Only an identity's (and a key's) first socket writes at once: a reconnect storm of one identity's sockets is one write, not one per socket. */
+  connected(identityId: string, keyId: string): void {
+    void this.touch(identityId, count(this.open, identityId, 1) === 1);
+    void this.keyUsed(keyId, count(this.openKeys, keyId, 1) === 1);
   }
 
-  /** Only an identity's first socket writes at once: a reconnect storm of one identity's sockets is one write, not one per socket. */
-  connected(identityId: string): void {
-    const n = (this.open.get(identityId) ?? 0) + 1;
-    this.open.set(identityId, n);
-    void this.touch(identityId, n === 1);
-  }
-
-  disconnected(identityId: string): void {
-    const n = (this.open.get(identityId) ?? 1) - 1;
-    if (n > 0) this.open.set(identityId, n);
-    else this.open.delete(identityId);
-    void this.touch(identityId, n <= 0);
+  disconnected(identityId: string, keyId: string): void {
+    void this.touch(identityId, count(this.open, identityId, -1) === 0);
+    void this.keyUsed(keyId, count(this.openKeys, keyId, -1) === 0);
   }
 
   async lastSeen(ids: string[]): Promise<(number | undefined)[]> {
@@ -157,6 +205,20 @@ export class Presence {
     clearInterval(this.beat);
     await Promise.allSettled(this.writing);
   }
+}
+
+function remember(map: Map<string, number>, id: string, t: number, max: number): void {
+  map.delete(id);
+  map.set(id, t);
+  if (map.size > max) map.delete(map.keys().next().value!);
+}
+
+/** Adds `by` to an open-connection count (dropping it at zero); answers the new count. */
+function count(map: Map<string, number>, id: string, by: 1 | -1): number {
+  const n = Math.max(0, (map.get(id) ?? 0) + by);
+  if (n > 0) map.set(id, n);
+  else map.delete(id);
+  return n;
 }
 
 const INDEXED = 'migration:agent-liveness-v1';

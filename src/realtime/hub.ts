@@ -9,7 +9,7 @@
  * subscriber's buffer cannot take both start a catch-up, so nothing is held in memory for a subscriber and
  * nothing is skipped: an entry is passed only once it was sent or filtered out.
  */
-import type { ConnectionInfo, ConnectionLister, ConnectionQuery } from '../presence/connections.js';
+import { matches, type ConnectionInfo, type ConnectionLister, type ConnectionQuery, type ConnectionRow } from '../presence/connections.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { JOURNAL_LOG, shownOnlyTo, type JournalEntry } from '../journal/journal.js';
@@ -180,10 +180,20 @@ export class Hub implements ConnectionLister {
   }
 
   /** The sockets and streams open on this process, optionally those of one identity or key. */
-  connections(q: ConnectionQuery = {}): (ConnectionInfo & { cursor: string; catching_up: boolean })[] {
+  connections(q: ConnectionQuery = {}): ConnectionRow[] {
     return [...this.slots.values()]
-      .filter((s) => s.sub.connection && (!q.identity_id || s.sub.connection.identity_id === q.identity_id) && (!q.key_id || s.sub.connection.key_id === q.key_id))
+      .filter((s) => s.sub.connection && matches(s.sub.connection, q))
       .map((s) => ({ ...s.sub.connection!, cursor: String(s.sub.lastSeq), catching_up: s.pump !== undefined }));
+  }
+
+  private changeWatchers: (() => void)[] = [];
+
+  onChange(fn: () => void): void {
+    this.changeWatchers.push(fn);
+  }
+
+  private changed(slot: Slot): void {
+    if (slot.sub.connection) for (const fn of this.changeWatchers) fn();
   }
 
   /** Each attached subscriber's position and whether it is catching up (for operators and tests). */
@@ -313,6 +323,7 @@ export class Hub implements ConnectionLister {
     const slot: Slot = { sub };
     this.slots.set(sub, slot);
     this.index(slot);
+    this.changed(slot);
     if (after === undefined) {
       sub.lastSeq = this.lastSeq;
       return;
@@ -342,6 +353,7 @@ export class Hub implements ConnectionLister {
     if (!slot) return;
     this.slots.delete(sub);
     this.unindex(slot);
+    this.changed(slot);
   }
 
   /** The subscriber's `identityId` changed (its rights were re-checked): offer it entries by the new one. */

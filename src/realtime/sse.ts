@@ -71,7 +71,7 @@ class Stream implements Subscriber {
     this.heartbeat = setInterval(() => {
       if (this.backlog === 0) this.write(': heartbeat\n\n');
     }, rt.config.sseHeartbeatMs);
-    rt.presence.connected(principal.identity.id);
+    rt.presence.connected(principal.identity.id, principal.key.id);
     x.onAbort = () => this.finish();
   }
 
@@ -173,7 +173,7 @@ class Stream implements Subscriber {
     clearInterval(this.heartbeat);
     this.drain.close();
     this.rt.hub.detach(this);
-    this.rt.presence.disconnected(this.principal.identity.id);
+    this.rt.presence.disconnected(this.principal.identity.id, this.principal.key.id);
     this.release();
   }
 }

@@ -433,7 +433,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       const conn = new Connection(ws, rt, d.principal, d.key, d.verifiedAt, d.after);
       d.conn = conn;
       d.opened.conn = conn;
-      rt.presence.connected(d.principal.identity.id);
+      rt.presence.connected(d.principal.identity.id, d.principal.key.id);
     },
     drain: (ws) => ws.getUserData().conn?.drained(),
     message: (ws, message) => {
@@ -448,7 +448,7 @@ export function mountWebSocket(app: TemplatedApp, rt: Realtime): void {
       if (!d.conn) return;
       d.conn.closedByPeer();
       rt.hub.detach(d.conn);
-      rt.presence.disconnected(d.principal.identity.id);
+      rt.presence.disconnected(d.principal.identity.id, d.principal.key.id);
     },
   });
 }

@@ -1,9 +1,10 @@
 /**
  * The console's search, signal/task detail and agents views in headless Chromium on both backends, with
- * seeded data: each view's content, each admin action (cancel, release a lease, retry a dead letter, resend
- * a webhook delivery, revoke a key, suspend a membership, force-release a reservation) asked for, confirmed
- * and checked through the API and the audit log, an axe-core scan of every view, keyboard navigation, and
- * the page at 1280x800 and 390x844 (screenshots to docs/console/ when CONSOLE_SCREENSHOTS=1).
+ * seeded data: each view's content (in the agents view each key's last use, or never), each admin action
+ * (cancel, release a lease, retry a dead letter, resend a webhook delivery, revoke a key, suspend a
+ * membership, force-release a reservation) asked for, confirmed and checked through the API and the audit
+ * log, an axe-core scan of every view, keyboard navigation, and the page at 1280x800 and 390x844
+ * (screenshots to docs/console/ when CONSOLE_SCREENSHOTS=1).
  */
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -158,10 +159,17 @@ describe.each(BACKENDS)('console views on %s', (backend) => {
   it('agents: liveness, connections, leases, reservations and keys; force-release, suspend and revoke', async () => {
     const open = expectOk(await root.client.get(`/admin/connections?identity_id=${root.id}`)).connections;
     expect(open.length).toBeGreaterThan(0);
+    const unused = expectOk(await root.client.post('/admin/api-keys', { owner: worker.id }), 201).id;
+    const workerKey = await waitFor('the worker key’s last use', async () => (expectOk(await root.client.get('/admin/api-keys')) as any[]).find((k) => k.owner === worker.id && k.id !== unused), (k: any) => k.last_used_at !== null);
     await page.goto(`${svc.url}/dashboard#/agents`);
     const card = (id: string) => `section.agent[data-id="${id}"]`;
     await page.waitForSelector(`${card(root.id)} [data-transport=sse]`, WAIT);
     await page.waitForSelector(`${card(worker.id)} [data-reservation="${seeded.reservation.id}"]`);
+    // each key's last use beside it: the time the API answers, or never
+    const shown = await page.waitForSelector(`${card(worker.id)} [data-key="${workerKey.id}"] [data-last-used="${workerKey.last_used_at}"]`, WAIT);
+    expect(await shown.textContent()).toMatch(/^last used \S/);
+    expect(await shown.textContent()).not.toContain('never');
+    expect(await page.textContent(`${card(worker.id)} [data-key="${unused}"] [data-last-used=""]`)).toBe('last used never');
     expect(await page.textContent(`${card(worker.id)} [data-liveness]`)).toBe('active');
     await views('agents');
 
@@ -173,7 +181,7 @@ describe.each(BACKENDS)('console views on %s', (backend) => {
     const membership = await waitFor('suspended', async () => (expectOk(await root.client.get('/org/company/memberships?limit=100')).memberships as any[]).find((m) => m.identity_id === helper.id), (m: any) => m.status === 'suspended');
     await audited('membership.status', membership.id);
 
-    const keyId = (expectOk(await root.client.get('/admin/api-keys')) as any[]).find((k) => k.owner === worker.id && !k.revoked).id;
+    const keyId = workerKey.id;
     await page.waitForSelector(`${card(worker.id)} [data-key="${keyId}"] button.revoke`, WAIT);
     await confirmAction(`${card(worker.id)} [data-key="${keyId}"] button.revoke`);
     await waitFor('revoked', async () => (await worker.client.get('/signals/list')).status, (s) => s === 401);

@@ -8,6 +8,9 @@
  *
  * Also the process's own memory: a server with a small V8 heap under a burst of 1 MB bodies may die of it,
  * but never corrupts the store: a restart serves again and every emit answered 201 is there.
+ *
+ * A key first used while the store is full is served as ever (its last-use write is refused and dropped,
+ * nothing logged as an error); once room returns its next use is written.
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, rmSync, statfsSync, writeSync } from 'node:fs';
@@ -61,6 +64,22 @@ async function load(me: Member, enough: (t: Tally) => boolean): Promise<Tally> {
   return t;
 }
 
+/** A key of `me` not used yet: its first use while the store is full makes a last-use write the store refuses. */
+async function spareKey(me: Member): Promise<{ id: string; client: Client }> {
+  const k = expectOk(await me.client.post('/admin/api-keys', {}), 201);
+  return { id: k.id, client: new Client(me.client.url, k.api_key) };
+}
+
+const lastUsed = async (me: Member, id: string) => (expectOk(await me.client.get('/admin/api-keys')) as any[]).find((k) => k.id === id).last_used_at;
+
+/** A refused last-use write is forgotten: once there is room, the key's next use is written. */
+async function usedAgain(me: Member, spare: { id: string; client: Client }): Promise<void> {
+  await waitFor('the spare key’s last use written once room returned', async () => {
+    expectOk(await spare.client.get(`/inbox/identity/${me.id}?limit=1`));
+    return lastUsed(me, spare.id);
+  }, (v) => v !== null, 20_000);
+}
+
 const sentBy = async (me: Member) => (await listAll(me.client)).filter((s) => s.content.endsWith(CONTENT)).map((s) => s.id as string);
 
 describe('embedded: DATA_DIR on a filesystem that fills', () => {
@@ -79,6 +98,7 @@ describe('embedded: DATA_DIR on a filesystem that fills', () => {
     server = await spawnServer({ DATA_DIR: dataDir });
     const logs = captured(server);
     const me = await bootstrap(server.url);
+    const spare = await spareKey(me);
 
     // a filler leaves about 3 MB: the store and the blobs run out within a few rounds
     const filler = joinPath(mount, 'filler');
@@ -97,12 +117,15 @@ describe('embedded: DATA_DIR on a filesystem that fills', () => {
     // reads go on, and hold exactly the emits answered 201
     expect((await sentBy(me)).sort()).toEqual([...full.ok].sort());
     expectOk(await me.client.get(`/inbox/identity/${me.id}?limit=5`));
+    // a key's first use while full answers as ever: its last-use write is the store's to refuse, never the request's
+    expectOk(await spare.client.get(`/inbox/identity/${me.id}?limit=5`));
 
     // room returns: writes succeed again without a restart
     rmSync(filler);
     const back = await waitFor('an emit answered 201 after room returned', () => me.client.post('/emit', { signal_type: 'pulse', content: `back ${CONTENT}`, to_identity: me.id }), (r) => r.status === 201, 20_000);
     const after = await load(me, (t) => t.ok.length >= 8);
     expect(after.full + after.other.length).toBe(0);
+    await usedAgain(me, spare);
     expect(logs()).not.toMatch(/unhandled rejection|INTERNAL_SERVER_ERROR|"level":50/);
 
     // a restart on the same data finds every answered write
@@ -130,6 +153,7 @@ describe('Redis: maxmemory reached under noeviction', () => {
       server = await spawnServer(env);
       const logs = captured(server);
       const me = await bootstrap(server.url);
+      const spare = await spareKey(me);
       const used = Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
       await admin.configSet('maxmemory', String(used + (3 << 20)));
 
@@ -139,11 +163,16 @@ describe('Redis: maxmemory reached under noeviction', () => {
       expect(full.refused!.body.error.details).toEqual({ backend: 'redis' });
       expect((await sentBy(me)).sort()).toEqual([...full.ok].sort());
       expectOk(await me.client.get(`/inbox/identity/${me.id}?limit=5`));
+      // a limit no write fits under: the spare key's first use answers 200, its last-use write is refused
+      await admin.configSet('maxmemory', '1');
+      expectOk(await spare.client.get(`/inbox/identity/${me.id}?limit=5`));
 
       await admin.configSet('maxmemory', '0');
+      expect(await lastUsed(me, spare.id), 'the last-use write Redis refused is not there').toBeNull();
       const back = await waitFor('an emit answered 201 after room returned', () => me.client.post('/emit', { signal_type: 'pulse', content: `back ${CONTENT}`, to_identity: me.id }), (r) => r.status === 201, 20_000);
       const after = await load(me, (t) => t.ok.length >= 8);
       expect(after.full + after.other.length).toBe(0);
+      await usedAgain(me, spare);
       expect(logs()).not.toMatch(/unhandled rejection|INTERNAL_SERVER_ERROR|"level":50/);
       expect((await sentBy(me)).sort()).toEqual([...full.ok, back.body.data.id, ...after.ok].sort());
     } finally {

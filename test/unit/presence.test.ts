@@ -100,4 +100,21 @@ describe('presence', () => {
     await p.touch('C1');
     expect(await seenVersion('C1'), 'a wall clock step forward does not defeat the throttle either').toBe(v);
   });
+
+  it('remembers at most maxTracked keys apart from identities; a key used again within the beat is not rewritten, a forgotten one is', async () => {
+    const p = presence(50);
+    const usedVersion = async (id: string) => (await store.get(`key-used:${id}`))?.version ?? 0;
+    const ids = Array.from({ length: 120 }, (_, i) => `key_${String(i).padStart(3, '0')}`);
+    for (const id of ids) await p.keyUsed(id);
+    expect(p.trackedKeys).toBe(50);
+    expect(p.tracked).toBe(0);
+    const [kept, forgotten] = [ids[119], ids[0]];
+    const [keptBefore, forgottenBefore] = [await usedVersion(kept), await usedVersion(forgotten)];
+    await p.keyUsed(kept);
+    await p.keyUsed(forgotten);
+    expect(await usedVersion(kept)).toBe(keptBefore);
+    expect(await usedVersion(forgotten)).toBe(forgottenBefore + 1);
+    expect(await p.lastUsed([kept, 'key_never'])).toEqual([t, undefined]);
+    expect(p.trackedKeys).toBe(50);
+  });
 });
