@@ -49,6 +49,9 @@ async function openAll(): Promise<WebSocket[]> {
                 if (f.type === 'signal' && f.signal) waiting.get(f.signal.content)?.(at, i + j);
               });
               ws.on('error', reject);
+              // a socket that never says welcome would hang the run: fail it with what is known
+              ws.on('close', (code) => reject(new Error(`socket ${i + j} closed (${code}) before its welcome`)));
+              setTimeout(() => reject(new Error(`socket ${i + j} had no welcome in 60 s (state ${ws.readyState})`)), 60_000).unref();
             }),
         ),
       )),
