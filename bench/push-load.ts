@@ -6,7 +6,7 @@
  *   mode "nats-tail": the same open loop against NATS JetStream on PUSH_NATS instead of the service:
  *                     PUSH_AGENTS agents, a stream with file storage and one subject per agent, one durable
  *                     pull consumer per agent (filtered to its subject, explicit acks) read with consume() on
- *                     its own connection (PUSH_NATS_CONNECTIONS caps the connections; consumers share them
+ *                     PUSH_NATS_CONNECTIONS connections (one per agent unless fewer are given; consumers share them
  *                     round-robin); each publish waits for its PubAck, the analogue of the POST /emit answer;
  *   mode "fanout":    PUSH_ROUNDS times, one signal (PUSH_EMIT_EXTRA, a JSON object, is merged into its body,
  *                     e.g. {"to_ring":"r"}); per round the emit's answer time, the time until the last socket
