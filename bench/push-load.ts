@@ -33,30 +33,39 @@ const agent = new Agent({ keepAlive: true, maxSockets: intEnv('PUSH_EMIT_CONNECT
 /** content token → handler run when a socket (or a NATS consumer) receives it */
 const waiting = new Map<string, (at: number, socket: number) => void>();
 
+let socketRetries = 0;
+
+/** Opens one socket and waits for its welcome; a socket the service closes first is opened again (3 tries). */
+function open(t: Target, n: number, attempt = 1): Promise<WebSocket> {
+  return new Promise<WebSocket>((resolve, reject) => {
+    let welcomed = false;
+    const ws = new WebSocket(t.url.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${t.key}` } });
+    const timer = setTimeout(() => reject(new Error(`socket ${n} had no welcome in 60 s (state ${ws.readyState})`)), 60_000);
+    ws.on('message', (data) => {
+      const at = performance.now();
+      const f = JSON.parse(data.toString()) as { type: string; signal?: { content: string } };
+      if (f.type === 'welcome') {
+        welcomed = true;
+        clearTimeout(timer);
+        return resolve(ws);
+      }
+      if (f.type === 'signal' && f.signal) waiting.get(f.signal.content)?.(at, n);
+    });
+    ws.on('error', () => undefined);
+    ws.on('close', (code) => {
+      if (welcomed) return;
+      clearTimeout(timer);
+      if (attempt >= 3) return reject(new Error(`socket ${n} closed (${code}) before its welcome, ${attempt} times`));
+      socketRetries++;
+      process.stderr.write(`socket ${n} closed (${code}) before its welcome; opening it again\n`);
+      setTimeout(() => open(t, n, attempt + 1).then(resolve, reject), 200);
+    });
+  });
+}
+
 async function openAll(): Promise<WebSocket[]> {
   const out: WebSocket[] = [];
-  for (let i = 0; i < targets.length; i += 100) {
-    out.push(
-      ...(await Promise.all(
-        targets.slice(i, i + 100).map(
-          (t, j) =>
-            new Promise<WebSocket>((resolve, reject) => {
-              const ws = new WebSocket(t.url.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${t.key}` } });
-              ws.on('message', (data) => {
-                const at = performance.now();
-                const f = JSON.parse(data.toString()) as { type: string; signal?: { content: string } };
-                if (f.type === 'welcome') return resolve(ws);
-                if (f.type === 'signal' && f.signal) waiting.get(f.signal.content)?.(at, i + j);
-              });
-              ws.on('error', reject);
-              // a socket that never says welcome would hang the run: fail it with what is known
-              ws.on('close', (code) => reject(new Error(`socket ${i + j} closed (${code}) before its welcome`)));
-              setTimeout(() => reject(new Error(`socket ${i + j} had no welcome in 60 s (state ${ws.readyState})`)), 60_000).unref();
-            }),
-        ),
-      )),
-    );
-  }
+  for (let i = 0; i < targets.length; i += 100) out.push(...(await Promise.all(targets.slice(i, i + 100).map((t, j) => open(t, i + j)))));
   return out;
 }
 
@@ -228,5 +237,5 @@ const sockets = await openAll();
 const out = mode === 'fanout' ? await fanout(sockets.length) : mode === 'nats-tail' ? await natsTail() : await tail(targets.length, serviceSend);
 for (const ws of sockets) ws.terminate();
 agent.destroy();
-console.log(JSON.stringify(out));
+console.log(JSON.stringify(targets.length ? { ...out, socket_retries: socketRetries } : out));
 process.exit(0);
