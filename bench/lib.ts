@@ -110,7 +110,7 @@ export async function startService(backend: Backend, env: Record<string, string>
     extra.REDIS_PREFIX ??= 'bench' + randomBytes(4).toString('hex');
   }
   const extraArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const { port, proc } = await spawnListening(`service (${backend})`, [...extraArgs, ...nodeArgs, '--import', 'tsx', 'src/main.ts'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', ...extra, ...env }, 'service listening');
+  const { port, proc } = await spawnListening(`service (${backend})`, [...extraArgs, ...nodeArgs, '--import', 'tsx', 'src/main.ts'], { PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', RATE_LIMIT_DEFAULT: '0', RATE_LIMIT_PUBLIC: '0', ...extra, ...env }, 'service listening');
   return { url: `http://127.0.0.1:${port}`, proc, redisUrl };
 }
 

@@ -1,6 +1,8 @@
 /**
  * Summarises a V8 .cpuprofile (from `node --cpu-prof`): the top functions by self time and the top source
- * files/packages by self time, as Markdown lines.   npx tsx bench/profile-top.ts FILE [N]
+ * files/packages by self time, as Markdown lines.   npx tsx bench/profile-top.ts FILE [N] [FROM_S TO_S]
+ * FROM_S and TO_S keep only the samples between those seconds of the profile (e.g. a fan-out's rounds, not
+ * the start-up and set-up before them; `bench/profile-stalls.ts` prints where its busy stretches start).
  */
 import { readFileSync } from 'node:fs';
 
@@ -11,6 +13,19 @@ interface Node {
 }
 const prof = JSON.parse(readFileSync(process.argv[2], 'utf8')) as { nodes: Node[]; samples: number[]; timeDeltas: number[] };
 const n = Number(process.argv[3] ?? 25);
+if (process.argv[4] !== undefined) {
+  const [from, to] = [Number(process.argv[4]) * 1e6, Number(process.argv[5] ?? Infinity) * 1e6];
+  const kept: number[] = [];
+  let t = 0;
+  prof.samples.forEach((s, i) => {
+    t += prof.timeDeltas[i];
+    if (t >= from && t <= to) kept.push(s);
+  });
+  const hits = new Map<number, number>();
+  for (const s of kept) hits.set(s, (hits.get(s) ?? 0) + 1);
+  for (const x of prof.nodes) x.hitCount = hits.get(x.id) ?? 0;
+  prof.samples = kept;
+}
 const total = prof.nodes.reduce((a, x) => a + x.hitCount, 0);
 const idle = prof.nodes.filter((x) => ['(idle)', '(program)', '(garbage collector)'].includes(x.callFrame.functionName));
 const byFn = new Map<string, number>();

@@ -11,11 +11,11 @@ export async function loopLag(url: string): Promise<{ max_ms: number; p99_ms: nu
   return { max_ms: +get('nodejs_eventloop_lag_max_seconds').toFixed(2), p99_ms: +get('nodejs_eventloop_lag_p99_seconds').toFixed(2) };
 }
 
-/** Creates `n` agents (20 joins at a time); answers their ids and keys. */
-export async function agents(url: string, adminKey: string, n: number, prefix: string): Promise<{ id: string; key: string }[]> {
+/** Creates `n` agents (`parallel` joins at a time, 20 by default); answers their ids and keys. */
+export async function agents(url: string, adminKey: string, n: number, prefix: string, parallel = 20): Promise<{ id: string; key: string }[]> {
   const c = new Client(url, adminKey);
   const out: { id: string; key: string }[] = [];
-  for (let i = 0; i < n; i += 20) out.push(...(await Promise.all(Array.from({ length: Math.min(20, n - i) }, (_, j) => join(c, `${prefix}-${i + j}`)))).map((m) => ({ id: m.id, key: m.key })));
+  for (let i = 0; i < n; i += parallel) out.push(...(await Promise.all(Array.from({ length: Math.min(parallel, n - i) }, (_, j) => join(c, `${prefix}-${i + j}`)))).map((m) => ({ id: m.id, key: m.key })));
   return out;
 }
 
