@@ -32,12 +32,13 @@ await main(async () => {
     writeFileSync(file, JSON.stringify(list));
     let best: number | undefined;
     for (const [i, rate] of RATES.entries()) {
-      await loopLag(svc.url);
+      const before = await loopLag(svc.url);
       const seconds = i === 0 ? SECONDS : Math.min(SECONDS, 10);
-      const r = await runLoad<{ e2r_p99_ms: number; post_p99_ms: number; lost: number }>('push-load.ts', { PUSH_SOCKETS: file, PUSH_EMIT_URL: svc.url, PUSH_ADMIN_KEY: root.key, PUSH_MODE: 'tail', PUSH_RATE: String(rate), PUSH_SECONDS: String(seconds) });
+      const r = await runLoad<{ e2r_p99_ms: number; post_p99_ms: number; lost: number; sent: number }>('push-load.ts', { PUSH_SOCKETS: file, PUSH_EMIT_URL: svc.url, PUSH_ADMIN_KEY: root.key, PUSH_MODE: 'tail', PUSH_RATE: String(rate), PUSH_SECONDS: String(seconds) });
       const lag = await loopLag(svc.url);
       const met = r.e2r_p99_ms < TARGET[backend] && r.post_p99_ms < 10;
-      report({ bench: 'push-tail', backend, agents: AGENTS, ...r, loop_lag_max_ms: lag.max_ms, loop_lag_p99_ms: lag.p99_ms, target: i === 0 ? `e2r p99 < ${TARGET[backend]} ms, POST p99 < 10 ms` : undefined, met: i === 0 ? met : undefined });
+      const cpuPerEmit = Math.round(((lag.cpu_s - before.cpu_s) * 1e6) / r.sent);
+      report({ bench: 'push-tail', backend, agents: AGENTS, ...r, loop_lag_max_ms: lag.max_ms, loop_lag_p99_ms: lag.p99_ms, service_cpu_us_per_emit: cpuPerEmit, target: i === 0 ? `e2r p99 < ${TARGET[backend]} ms, POST p99 < 10 ms` : undefined, met: i === 0 ? met : undefined });
       if (r.e2r_p99_ms < 50 && r.lost === 0) best = Math.max(best ?? 0, rate);
       else if (i > 0) break;
     }
