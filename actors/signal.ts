@@ -118,7 +118,7 @@ export interface SignalContext {
 }
 
 export type SignalEvent =
-  | { type: 'DELIVER'; now: number }
+  | { type: 'DELIVER'; now: number; /** the push's journal sequence, journaled with the mark (not kept in the state) */ pushed_at?: number }
   /** `claim_token`, when given, must be the current grant's: a renewal by the holder */
   | { type: 'CLAIM'; now: number; identity: string; lease_ms: number; claim_token?: number }
   /** `late`: a peer's completion reaching the origin after the lease lapsed, accepted while nobody holds the task */

@@ -82,10 +82,10 @@ async function service(backend: Backend): Promise<void> {
   await sweep(
     backend,
     async (rate, seconds) => {
-      await loopLag(svc.url);
-      const r = await runLoad<Tail & Record<string, unknown>>('push-load.ts', { PUSH_SOCKETS: file, PUSH_EMIT_URL: svc.url, PUSH_ADMIN_KEY: root.key, PUSH_MODE: 'tail', PUSH_RATE: String(rate), PUSH_SECONDS: String(seconds) });
+      const before = await loopLag(svc.url);
+      const r = await runLoad<Tail & { sent: number } & Record<string, unknown>>('push-load.ts', { PUSH_SOCKETS: file, PUSH_EMIT_URL: svc.url, PUSH_ADMIN_KEY: root.key, PUSH_MODE: 'tail', PUSH_RATE: String(rate), PUSH_SECONDS: String(seconds) });
       const lag = await loopLag(svc.url);
-      return { ...r, loop_lag_max_ms: lag.max_ms, loop_lag_p99_ms: lag.p99_ms };
+      return { ...r, loop_lag_max_ms: lag.max_ms, loop_lag_p99_ms: lag.p99_ms, service_cpu_us_per_emit: r.sent ? Math.round(((lag.cpu_s - before.cpu_s) * 1e6) / r.sent) : null };
     },
     (rate, r, first) => {
       const base = nats.get(rate);

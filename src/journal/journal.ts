@@ -16,7 +16,15 @@ export interface SignalEntry {
   route: { role_id: string | null; ring_id: string | null };
   /** the delivery state before this change (absent on a new signal) */
   prev_state?: string;
+  /**
+   * on a `delivered` mark made by a push: the journal sequence of the pushed entry. A socket or stream that was
+   * sent that entry live is not sent the mark (docs/realtime.md, Delivery).
+   */
+  pushed_at?: number;
 }
+
+/** The entry a push of a pending signal to its recipient sends, which the push then marks `delivered`. */
+export const isDeliverablePush = (e: JournalEntry): e is SignalEntry => isSignalEntry(e) && e.signal.delivery_state === 'pending' && (e.type === 'signal' || e.prev_state === 'waiting');
 
 /** Who is shown an event besides admins' all-seeing streams: any of these matches. */
 export interface EventAudience {

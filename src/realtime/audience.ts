@@ -9,11 +9,16 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { ACCESS_ENDED, inAudience, isAuthChanged, isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import { ACCESS_ENDED, inAudience, isAuthChanged, isSignalEntry, type JournalEntry, type SignalEntry } from '../journal/journal.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from '../lru.js';
 
 const REACH_TTL_MS = 1000;
+/**
+ * pushes a connection remembers having been sent live, to skip the `delivered` marks they cause; past it the
+ * oldest is forgotten (its mark, if it still comes, is sent: the frame every subscriber got before)
+ */
+export const LIVE_PUSHES_MAX = 256;
 /** identities whose reach is cached per process; past it the least recently asked-for is dropped */
 export const REACH_MAX = 10_000;
 
@@ -64,6 +69,9 @@ export class ReachCache {
 }
 
 export class Audience {
+  /** journal sequence → signal id of the pushes this connection was sent live as a recipient, oldest first */
+  private livePushes: Map<number, string> | undefined;
+
   constructor(
     /** the credential's rights as last checked (`Credential` refreshes them on every auth change) */
     public principal: Principal,
@@ -94,6 +102,18 @@ export class Audience {
     );
   }
 
+  /** This connection was sent the push at `seq` live (not in a replay): the `delivered` mark it causes is not shown here. */
+  sentLive(seq: number, signalId: string): void {
+    const m = (this.livePushes ??= new Map());
+    m.set(seq, signalId);
+    if (m.size > LIVE_PUSHES_MAX) m.delete(m.keys().next().value!);
+  }
+
+  /** A `delivered` mark of a push this connection was sent live: it has the signal and reads the state it needs. */
+  private hasMark(e: SignalEntry): boolean {
+    return e.pushed_at !== undefined && this.livePushes?.get(e.pushed_at) === e.signal.id;
+  }
+
   wants(e: JournalEntry): boolean {
     const f = this.filters;
     if (!isSignalEntry(e)) {
@@ -106,6 +126,7 @@ export class Audience {
       return inAudience(e, this.principal, this.reach.get(this.principal.identity.id));
     }
     const s = e.signal;
+    if (this.hasMark(e)) return false;
     if (f.types?.length && !f.types.includes(s.signal_type)) return false;
     if (f.rings?.length && !namesInclude(f.rings, s.to_ring)) return false;
     if (outOfScope(this.principal.key, s)) return false;

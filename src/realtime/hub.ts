@@ -41,7 +41,8 @@ export interface Subscriber {
   readonly identityId?: string;
   /** sync: whether this subscriber is shown the entry (at `seq`) */
   wants(e: JournalEntry, seq: number): boolean;
-  deliver(e: JournalEntry, seq: number): Delivery;
+  /** `live`: offered as the hub processes it, not read in a catch-up */
+  deliver(e: JournalEntry, seq: number, live: boolean): Delivery;
   /** true once the send buffer has room; false when closed or when it made no room in time (it has then cut itself off) */
   room(): Promise<boolean>;
   /** sync: whether the send buffer has room now; a catch-up that must wait for room gives up its turn meanwhile */
@@ -236,18 +237,18 @@ export class Hub implements ConnectionLister {
   private offerLive(slot: Slot, e: LogEntry<JournalEntry>): void {
     if (slot.pump) return;
     if (slot.sub.lastSeq < e.seq - 1) slot.sub.lastSeq = e.seq - 1;
-    if (this.offer(slot, e) === 'full') slot.pump = this.pump(slot);
+    if (this.offer(slot, e, true) === 'full') slot.pump = this.pump(slot);
   }
 
   /** Offers one entry; the subscriber's position moves only past an entry it sent or does not want. */
-  private offer(slot: Slot, e: LogEntry<JournalEntry>): Delivery {
+  private offer(slot: Slot, e: LogEntry<JournalEntry>, live: boolean): Delivery {
     const sub = slot.sub;
     if (e.seq <= sub.lastSeq) return 'sent';
     if (!sub.wants(e.entry, e.seq)) {
       sub.lastSeq = e.seq;
       return 'sent';
     }
-    const r = sub.deliver(e.entry, e.seq);
+    const r = sub.deliver(e.entry, e.seq, live);
     if (r === 'sent') sub.lastSeq = e.seq;
     else if (r === 'gone') this.detach(sub);
     return r;
@@ -290,7 +291,7 @@ export class Hub implements ConnectionLister {
       for (let refused = false; ; refused = true) {
         if (e.seq > sub.lastSeq && sub.wants(e.entry, e.seq) && !(await this.room(slot, refused))) return void this.detach(sub);
         if (this.slots.get(sub) !== slot) return;
-        const r = this.offer(slot, e);
+        const r = this.offer(slot, e, false);
         if (r === 'gone') return;
         if (r === 'sent') break;
       }

@@ -105,11 +105,12 @@ class Stream implements Subscriber {
     return this.credential.pending(e, seq) || (!this.worker?.mutes(e, this.identityId) && this.audience.wants(e));
   }
 
-  deliver(e: JournalEntry, seq: number): Delivery {
+  deliver(e: JournalEntry, seq: number, live: boolean): Delivery {
     if (this.done) return 'gone';
     if (this.backlog > this.rt.config.pushMaxBufferBytes || this.credential.pending(e, seq)) return 'full';
     this.write(eventBytes(e, seq));
-    this.rt.deliverer.consider(e, this.audience);
+    const pushed = this.rt.deliverer.consider(e, seq, this.audience);
+    if (pushed && live) this.audience.sentLive(seq, pushed);
     return 'sent';
   }
 

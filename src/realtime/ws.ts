@@ -145,12 +145,13 @@ class Connection implements Subscriber {
     return this.credential.pending(e, seq) || (!this.worker?.mutes(e, this.identityId) && this.audience.wants(e));
   }
 
-  deliver(e: JournalEntry, seq: number): Delivery {
+  deliver(e: JournalEntry, seq: number, live: boolean): Delivery {
     if (this.closed) return 'gone';
     if (this.ws.getBufferedAmount() > this.limits.push || this.credential.pending(e, seq)) return 'full';
     if (this.sendText(frameBytes(e, seq)) === DROPPED) return 'full';
     this.sentSeq = seq;
-    this.rt.deliverer.consider(e, this.audience);
+    const pushed = this.rt.deliverer.consider(e, seq, this.audience);
+    if (pushed && live) this.audience.sentLive(seq, pushed);
     return 'sent';
   }
 

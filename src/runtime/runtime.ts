@@ -42,8 +42,8 @@ export interface ActorKind<C = any> {
   /** index entries ([index, member]) the record implies; diffed on every commit */
   indexes(rec: ActorRecord<C>): [string, string][];
   timers(rec: ActorRecord<C>): { event: string; at: number }[];
-  /** the log entries (one or several) every commit of this kind appends atomically (the push journal), if any */
-  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): LogAppend | LogAppend[] | undefined;
+  /** the log entries (one or several) every commit of this kind appends atomically (the push journal), if any; `event` is the one that moved it (absent on create) */
+  journal?(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, event?: Record<string, unknown>): LogAppend | LogAppend[] | undefined;
   /**
    * Unique records the state claims (one central claw per org): written with expect:0 when claimed, deleted
    * when released, in the same commit. A commit that loses one to another holder fails with its code.
@@ -265,7 +265,7 @@ export class Runtime {
       { op: 'put', key, value: record, expect: cur.version },
       ...diffIndexes(before ? indexesOf(k, id, before) : [], indexesOf(k, id, record)),
       ...diffTimers(k.name, id, before ? k.timers(before) : [], k.timers(record)),
-      ...journalOps(k, record, before),
+      ...journalOps(k, record, before, event),
     ];
     const claimed = diffUniques(k, id, before, record, ops);
     return { record, before, ops, claimed };
@@ -406,8 +406,8 @@ function stepper(kind: string, machine: AnyStateMachine): Step {
 /** The kind's own indexes plus its state index. */
 const indexesOf = <C>(k: ActorKind<C>, id: string, rec: ActorRecord<C>): [string, string][] => [...k.indexes(rec), [actorStateIndex(k.name, rec.value), `${k.name}:${id}`]];
 
-function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined): Op[] {
-  const j = k.journal?.(rec, prev);
+function journalOps<C>(k: ActorKind<C>, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, event?: Record<string, unknown>): Op[] {
+  const j = k.journal?.(rec, prev, event);
   return (Array.isArray(j) ? j : j ? [j] : []).map((a): Op => ({ op: 'append', log: a.log, entry: a.entry }));
 }
 

@@ -86,10 +86,10 @@ export const signalKind: ActorKind<SignalContext> = {
   ],
   timers: (r) => signalTimers(r.value, r.context),
   uniques: (r) => (r.context.federation?.direction === 'inbound' ? [{ key: inboundKey(r.context.federation.peer_id, r.context.federation.remote_id ?? r.context.id), code: 'SIGNAL_CLAIM_CONFLICT' }] : []),
-  journal: (r, prev) => {
+  journal: (r, prev, event) => {
     // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
     if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
-    return [signalEntry(r, prev), ...federationEvents(r, prev), ...expiredEvents(r, prev), ...taskEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
+    return [signalEntry(r, prev, event?.type === 'DELIVER' ? (event.pushed_at as number | undefined) : undefined), ...federationEvents(r, prev), ...expiredEvents(r, prev), ...taskEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
   // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
   // and a move into or out of a lease writes its concurrency_key's record there, so the key's limit holds across instances
@@ -157,9 +157,12 @@ export function signalView(r: ActorRecord<SignalContext>) {
 }
 export type Signal = ReturnType<typeof signalView>;
 
-export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): SignalEntry {
+export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined, pushedAt?: number): SignalEntry {
   const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
-  return prev ? { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value } : { type: 'signal', signal: signalView(r), route };
+  if (!prev) return { type: 'signal', signal: signalView(r), route };
+  const e: SignalEntry = { type: 'signal.updated', signal: signalView(r), route, prev_state: prev.value };
+  if (pushedAt !== undefined) e.pushed_at = pushedAt;
+  return e;
 }
 
 export const TASK_EXPIRED = 'task.expired';

@@ -513,11 +513,16 @@ export class Signals {
 
   /**
    * pending → delivered after a push to a recipient; a signal already past pending is left alone. One read for
-   * all of them, then a send per signal still pending (each its own commit, joined by group commit).
+   * all of them, then a send per signal still pending (each its own commit, joined by group commit). Each mark
+   * journals the sequence of the push that caused it (`pushed_at`), so the push's live recipients skip it.
    */
-  async deliver(ids: string[]): Promise<void> {
-    const rows = await this.rt.loadStoredMany<SignalContext>(SIGNAL, ids);
-    await Promise.all(rows.map((r, i) => (r?.value.value === 'pending' ? this.rt.send<SignalContext>(SIGNAL, ids[i], { type: 'DELIVER' }, { quiet: true, loaded: r }) : undefined)));
+  async deliver(pushes: { id: string; pushed_at: number }[]): Promise<void> {
+    const rows = await this.rt.loadStoredMany<SignalContext>(SIGNAL, pushes.map((p) => p.id));
+    await Promise.all(
+      rows.map((r, i) =>
+        r?.value.value === 'pending' ? this.rt.send<SignalContext>(SIGNAL, pushes[i].id, { type: 'DELIVER', pushed_at: pushes[i].pushed_at }, { quiet: true, loaded: r }) : undefined,
+      ),
+    );
   }
 
   /** pending → delivered on first read by a recipient; a signal already past pending is left alone. */

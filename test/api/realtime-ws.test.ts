@@ -6,19 +6,27 @@
  * middle of a 500-signal burst (by op and by URL), and a slow consumer cut off with 4008 that recovers
  * everything it missed by resuming.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import type { Started } from '../helpers/server.js';
-import { bootstrap, join, type Member } from '../helpers/client.js';
-import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
-import { CORE_BACKENDS, serversOn } from '../helpers/server.js';
+import { bootstrap, Client, join, type Member } from '../helpers/client.js';
+import { expectExactlyOnce, expectIncreasing, pool, PushSocket, refusedUpgrade, SseStream, waitFor, type Frame, type OpenOptions } from '../helpers/push.js';
+import { CORE_BACKENDS, serversOn, startServer } from '../helpers/server.js';
 import { MAX_PENDING_OPS } from '../../src/realtime/ws.js';
 import { REACH_MAX, ReachCache } from '../../src/realtime/audience.js';
 import { DELIVERED_MAX, Deliverer } from '../../src/realtime/deliverer.js';
 import { Org } from '../../src/org/service.js';
-import { emitOk, expectError, listAll } from './support.js';
+import { emitOk, expectError, expectOk, listAll } from './support.js';
 
 const UNKNOWN = '01ARZ3NDEKTSV4RRFFQ69G5FAV';
+
+/** A signal's delivery state as an admin inspects it (a read that marks nothing). */
+const stateOf = async (admin: Member, id: string): Promise<string> => expectOk(await admin.client.get(`/admin/actors/signal/${id}`)).state;
+
+/** Waits until every signal is `delivered` (or past it): its push's mark is committed, nothing more is for it. */
+async function delivered(admin: Member, ids: string[]): Promise<void> {
+  for (const id of ids) await waitFor(async () => (await stateOf(admin, id)) !== 'pending', 5000, `${id} marked delivered`);
+}
 
 /** The error frame of an op: same envelope and codes as REST. */
 function expectErrorFrame(f: Frame, code: string, id: unknown, field?: string): void {
@@ -142,10 +150,13 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       expectExactlyOnce(types.signalIds().filter((id) => id !== s1), [alertDirect.id, alertRing.id], 'types');
       expectExactlyOnce(rings.signalIds().filter((id) => id !== s1), [pulseRing.id, alertRing.id], 'rings');
       expectExactlyOnce(both.signalIds().filter((id) => id !== s1), [alertRing.id], 'both');
-      // filters narrow signal.updated frames too
+      // filters narrow signal.updated frames too: c1 acks both direct signals, the types socket is pushed the alert's
+      for (const id of [pulseDirect.id, alertDirect.id]) expect((await c1.client.post('/ack', { signal_id: id })).status).toBe(200);
+      await types.waitUpdate(alertDirect.id, (x) => x.delivery_state === 'acked', 'acked');
+      await settle([types], { signal_type: 'alert', to_identity: c1.id });
       const typesUpdates = types.frames.slice(typesFrom).filter((f) => f.type === 'signal.updated');
-      expect(typesUpdates.length).toBeGreaterThan(0);
       for (const f of typesUpdates) expect(f.signal.signal_type).toBe('alert');
+      expect(types.updates(pulseDirect.id)).toEqual([]);
 
       expect(await types.ok('subscribe', {})).toEqual({ rings: [], types: [] });
       const later = await emitOk(root, { signal_type: 'pulse', content: 'after reset', to_identity: c1.id });
@@ -273,18 +284,55 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       expectIncreasing(sb1.pushes(), 'b1');
     });
 
-    it('marks a pending signal delivered once it is pushed to a recipient socket', async () => {
+    it('marks a pending signal delivered once it is pushed to a recipient socket; its sender is pushed the mark', async () => {
       const sc1 = await open(svc, c1);
+      const sender = await open(svc, root, { label: 'sender' });
       const pushed = await emitOk(root, { signal_type: 'pulse', content: 'pushed', to_identity: c1.id });
       const unseen = await emitOk(root, { signal_type: 'pulse', content: 'nobody listening', to_identity: b2.id });
       await sc1.waitSignals([pushed.id]);
       expect(sc1.frames.find((f) => f.type === 'signal' && f.signal.id === pushed.id)!.signal.delivery_state).toBe('pending');
-      await sc1.waitUpdate(pushed.id, (x) => x.delivery_state === 'delivered', 'delivered');
+      await sender.waitUpdate(pushed.id, (x) => x.delivery_state === 'delivered', 'delivered');
       const byId = new Map((await listAll(root.client)).map((s) => [s.id, s]));
       expect(byId.get(pushed.id)?.delivery_state).toBe('delivered');
       expect(byId.get(unseen.id)?.delivery_state).toBe('pending');
-      const delivered = await root.client.get('/signals/list?delivery_state=delivered&limit=100');
-      expect(delivered.body.data.signals.map((s: any) => s.id)).toContain(pushed.id);
+      const marked = await root.client.get('/signals/list?delivery_state=delivered&limit=100');
+      expect(marked.body.data.signals.map((s: any) => s.id)).toContain(pushed.id);
+    });
+
+    it('pushes a direct signal to its recipient socket as one frame, the created entry, and its delivered mark only to the sender', async () => {
+      const sc1 = await open(svc, c1, { label: 'recipient' });
+      const sender = await open(svc, root, { label: 'sender' });
+      const direct = await emitOk(root, { signal_type: 'pulse', content: 'one frame', to_identity: c1.id });
+      await sc1.waitSignals([direct.id]);
+      const mark = await sender.waitUpdate(direct.id, (x) => x.delivery_state === 'delivered', 'delivered');
+      // the recipient reads the state it needs: its inbox shows the signal delivered
+      const inbox = expectOk(await c1.client.get(`/inbox/identity/${c1.id}?limit=100`));
+      expect(inbox.signals.find((x: any) => x.id === direct.id)?.delivery_state).toBe('delivered');
+      // a push committed after the mark reaches the socket after anything the mark could have sent it
+      const after = await settle([sc1], { to_identity: c1.id });
+      expect(BigInt(sc1.frames.find((f) => f.type === 'signal' && f.signal.id === after)!.cursor!)).toBeGreaterThan(BigInt(mark.cursor!));
+      const mine = sc1.pushes().filter((f) => f.signal.id === direct.id);
+      expect(mine.map((f) => `${f.type}:${f.signal.delivery_state}`)).toEqual(['signal:pending']);
+      expect(sender.signalIds()).not.toContain(direct.id);
+    });
+
+    it('a socket that resumes from before a signal it was not sent gets the signal and then its delivered mark, in journal order', async () => {
+      const live = await open(svc, c1, { label: 'live' });
+      const from = live.welcome.cursor!;
+      const sig = await emitOk(root, { signal_type: 'pulse', content: 'seen live, replayed later', to_identity: c1.id });
+      await live.waitSignals([sig.id]);
+      await delivered(root, [sig.id]);
+      await settle([live], { to_identity: c1.id });
+      expect(live.updates(sig.id)).toEqual([]);
+      const byUrl = await open(svc, c1, { label: 'resumed by URL', after: from });
+      const byOp = await open(svc, c1, { label: 'resumed by op' });
+      expect(await byOp.ok('resume', { after: from })).toMatchObject({ resumed_from: from });
+      for (const s of [byUrl, byOp]) {
+        await s.waitUpdate(sig.id, (x) => x.delivery_state === 'delivered', 'delivered', 10_000);
+        const frames = s.pushes().filter((f) => f.signal.id === sig.id);
+        expect(frames.map((f) => `${f.type}:${f.signal.delivery_state}`), s.label).toEqual(['signal:pending', 'signal.updated:delivered']);
+        expectIncreasing(frames, s.label);
+      }
     });
     it("applies the key's scopes to pushes: a key limited to signal types or rings is pushed nothing outside them", async () => {
       const mint = async (permissions: Record<string, unknown>) => {
@@ -322,10 +370,8 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
 
     const emitTo = (m: Member, n: number, label: string) => pool(n, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `${label} ${i}`, to_identity: m.id })).id as string);
 
-    /** Waits until every pushed signal's delivered-update arrived: after that nothing more is committed for them. */
-    async function quiesce(s: PushSocket, ids: string[]): Promise<void> {
-      for (const id of ids) await s.waitUpdate(id, (x) => x.delivery_state === 'delivered', 'delivered');
-    }
+    /** Waits until every pushed signal is marked delivered: after that nothing more is committed for them. */
+    const quiesce = (_s: PushSocket, ids: string[]): Promise<void> => delivered(root, ids);
 
     it('a resume op that overlaps live commits rewinds once, then every change after its cursor arrives once, in order', async () => {
       const t = await join(root.client, 'overlap');
@@ -425,7 +471,7 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       // would not be shown), the resume has had its turn: still nothing left of it
       const later = await emitOk(root, { signal_type: 'pulse', content: 'later', to_identity: w.id });
       await watcher.waitSignals([later.id]);
-      await watcher.waitUpdate(later.id, (x) => x.delivery_state === 'delivered', 'delivered');
+      await delivered(root, [later.id]);
       expect(svc.realtime.hub.positions().length).toBe(baseline);
     });
   });
@@ -462,7 +508,7 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       const deliverer = new Deliverer(svc.realtime.signals, 3);
       const to = await join(root.client, 'delivered-to');
       const ids = await pool(8, 4, async (i) => (await emitOk(root, { signal_type: 'pulse', content: `d${i}`, to_identity: to.id })).id as string);
-      for (const id of ids) deliverer.pushed(id);
+      for (const id of ids) deliverer.pushed(id, 0);
       expect(deliverer.size).toBe(3);
       await waitFor(async () => (await listAll(root.client)).filter((x) => ids.includes(x.id) && x.delivery_state === 'delivered').length === ids.length, 5000, 'every pushed signal delivered');
       expect(svc.realtime.deliverer.size).toBeLessThanOrEqual(DELIVERED_MAX);
@@ -640,5 +686,65 @@ describe.each(CORE_BACKENDS)('WebSocket push on %s', (backend) => {
       expectExactlyOnce([...got, ...r.signalIds()], ids, 'slow, then resumed');
       expectIncreasing(r.pushes(), 'resumed');
     });
+  });
+});
+
+/**
+ * The delivered mark names the journal position of the push that caused it, which every instance shares: a
+ * recipient's socket or stream on B that was pushed the signal by B's hub skips the mark whichever instance
+ * committed it, while the sender's socket on A is pushed it.
+ */
+describe('the delivered mark across two instances on one Redis', () => {
+  const servers = serversOn('redis');
+  let a: Service;
+  let b: Service;
+  let root: Member;
+  const sockets: PushSocket[] = [];
+  const streams: SseStream[] = [];
+
+  beforeAll(async () => {
+    const env = await servers.env();
+    [a, b] = await Promise.all([startServer(env), startServer(env)]);
+    root = await bootstrap(a.url);
+  });
+  afterAll(async () => {
+    for (const s of streams) s.close();
+    await Promise.all(sockets.map((s) => s.close()));
+    await Promise.all([a?.close(), b?.close()]);
+  });
+
+  const open = async (svc: Service, m: Member, label: string) => {
+    const s = await PushSocket.open(svc.url, m.key, { label });
+    sockets.push(s);
+    return s;
+  };
+
+  it('a recipient on B is pushed a signal emitted on A once, without the mark; the sender on A is pushed the mark', async () => {
+    const onB = await join(root.client, 'recipient-b');
+    const onBoth = await join(root.client, 'recipient-ab');
+    const sender = await open(a, root, 'sender@A');
+    const rB = await open(b, onB, 'recipient@B');
+    const sseB = await SseStream.open(b.url, { token: onB.key }, 'recipient SSE@B');
+    streams.push(sseB);
+    // a recipient with a socket on each instance: whichever instance commits the mark, neither socket is sent it
+    const bothA = await open(a, onBoth, 'recipient@A');
+    const bothB = await open(b, onBoth, 'recipient2@B');
+
+    const fromA = new Client(a.url, root.key);
+    const toB = await emitOk(fromA, { signal_type: 'pulse', content: 'marked on B', to_identity: onB.id });
+    const toBoth = await emitOk(fromA, { signal_type: 'pulse', content: 'marked on A or B', to_identity: onBoth.id });
+    for (const id of [toB.id, toBoth.id]) await sender.waitUpdate(id, (x) => x.delivery_state === 'delivered', 'delivered', 10_000);
+
+    // sentinels committed after the marks: each socket and stream has been offered both marks once it has its sentinel
+    const [sB, sBoth] = [await emitOk(fromA, { signal_type: 'pulse', content: 'sentinel', to_identity: onB.id }), await emitOk(fromA, { signal_type: 'pulse', content: 'sentinel', to_identity: onBoth.id })];
+    await rB.waitSignals([sB.id]);
+    await sseB.waitSignals([sB.id]);
+    for (const s of [bothA, bothB]) await s.waitSignals([sBoth.id]);
+
+    const only = (frames: { type: string; signal?: any }[], id: string) => frames.filter((f) => f.signal?.id === id).map((f) => `${f.type}:${f.signal.delivery_state}`);
+    expect(only(rB.pushes(), toB.id)).toEqual(['signal:pending']);
+    expect(only(sseB.events, toB.id)).toEqual(['signal:pending']);
+    for (const s of [bothA, bothB]) expect(only(s.pushes(), toBoth.id), s.label).toEqual(['signal:pending']);
+    expect(only(sender.pushes(), toB.id)).toEqual(['signal.updated:delivered']);
   });
 });
