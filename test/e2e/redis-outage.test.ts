@@ -8,7 +8,7 @@
  * - a commit that timed out is applied whole or not at all, and is not retried.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startService, type Service } from '../../src/app.js';
 import { readConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
@@ -56,6 +56,11 @@ describe('requests while Redis is away', () => {
     agent = await join(admin.client, 'worker');
   });
 
+  // a case that failed mid-outage must not leave the next one without a Redis
+  afterEach(async () => {
+    if (!redis.running) await redis.up();
+  });
+
   afterAll(async () => {
     await socket?.close();
     await svc?.close();
@@ -78,8 +83,10 @@ describe('requests while Redis is away', () => {
     expect((await socket.op('emit', { signal_type: 'pulse', content: 'before' })).type).toBe('result');
 
     logged.length = 0;
-    await redis.kill();
+    // taken before the kill: the service may see the connection drop (and start its connect window) before
+    // the test has seen redis-server exit
     const outageStart = Date.now();
+    await redis.kill();
 
     // the first requests wait out the connect window; a burst after it is refused at once
     for (const [what, call] of restCalls()) {
