@@ -23,6 +23,11 @@ export const CATCH_UP_PAGE = 100;
 export const CATCH_UP_TURNS = 16;
 /** how often the hub compares its position with the stored journal, to catch up after a lost pub/sub link */
 const CATCH_UP_MS = 1000;
+/**
+ * live offers of one entry made in one turn before the fan-out yields to I/O: an entry for thousands of
+ * sockets lets the emit's own answer, and other requests, go out between slices instead of after the last
+ */
+export const FAN_OUT_SLICE = 256;
 /** journal entries dropped per trim step: one step (one write) holds the event loop well under 2 ms; a trim runs steps until done */
 const TRIM_STEP = 500;
 
@@ -166,7 +171,7 @@ export class Hub implements ConnectionLister {
   private async fill(): Promise<void> {
     for (;;) {
       const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, this.lastSeq, REPLAY_PAGE);
-      for (const e of page) this.fanOut(e);
+      for (const e of page) await this.fanOut(e);
       if (page.length < REPLAY_PAGE) return;
     }
   }
@@ -209,24 +214,34 @@ export class Hub implements ConnectionLister {
   private async take(e: LogEntry<JournalEntry>): Promise<void> {
     if (e.seq <= this.lastSeq) return;
     if (e.seq > this.lastSeq + 1) await this.fill();
-    this.fanOut(e);
+    await this.fanOut(e);
   }
 
-  private fanOut(e: LogEntry<JournalEntry>): void {
+  /**
+   * Offers an entry to every live subscriber that may want it, FAN_OUT_SLICE offers a turn. The hub's chain
+   * takes the next entry only after this one's last slice, so each subscriber still sees entries in order;
+   * one attached or detached between slices is visited or skipped as Map and Set iteration allows (a live
+   * attach starts after the hub's position, a catch-up reads the entry from the journal).
+   */
+  private async fanOut(e: LogEntry<JournalEntry>): Promise<void> {
     if (e.seq <= this.lastSeq) return;
     this.lastSeq = e.seq;
+    let offers = 0;
+    const offer = async (slots: Iterable<Slot>) => {
+      for (const slot of slots) {
+        this.offerLive(slot, e);
+        if (++offers % FAN_OUT_SLICE === 0) await nextTurn();
+      }
+    };
     const only = shownOnlyTo(e.entry);
-    if (!only) {
-      for (const slot of this.slots.values()) this.offerLive(slot, e);
-      return;
-    }
-    for (const slot of this.wide) this.offerLive(slot, e);
+    if (!only) return offer(this.slots.values());
+    await offer(this.wide);
     for (let i = 0; i < only.length; i++) {
       const id = only[i];
       // the same identity named twice (a signal to its own sender) is offered once
       if (id === null || only.indexOf(id) < i) continue;
       const slots = this.byIdentity.get(id);
-      if (slots) for (const slot of slots) this.offerLive(slot, e);
+      if (slots) await offer(slots);
     }
   }
 
