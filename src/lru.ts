@@ -23,6 +23,11 @@ export class Lru<K, V> {
     if (this.map.size > this.max) this.map.delete(this.map.keys().next().value as K);
   }
 
+  /** without refreshing its recency */
+  has(k: K): boolean {
+    return this.map.has(k);
+  }
+
   delete(k: K): void {
     this.map.delete(k);
   }

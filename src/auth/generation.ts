@@ -5,6 +5,7 @@
  * effect on the very next request, on every instance, without reading those three records each time.
  */
 import type { Op, Store } from '../store/port.js';
+import type { CommitRule } from '../store/commit-rules.js';
 import { authChangedEntry, JOURNAL_LOG } from '../journal/journal.js';
 
 export const AUTH_GENERATION = 'auth:generation';
@@ -28,20 +29,11 @@ function authChangedOp(ops: Op[]): Op {
 }
 
 /**
- * The store whose commits bump the auth generation whenever they write an auth record, and append the
- * auth-changed entry last in the same commit (after the entries that describe the change, such as
+ * The rule that bumps the auth generation whenever a commit writes an auth record, and appends the
+ * auth-changed entry after the commit's own ops (after the entries that describe the change, such as
  * `membership.changed`), so that every instance's push re-checks before anything committed later.
  */
-export function withAuthGeneration(store: Store): Store {
-  const commit = (ops: Op[]) => store.commit(ops.some(touchesAuth) ? [...ops, { op: 'put', key: AUTH_GENERATION, value: 1 }, authChangedOp(ops)] : ops);
-  return new Proxy(store, {
-    get(t, p) {
-      if (p === 'commit') return commit;
-      const v = Reflect.get(t, p);
-      return typeof v === 'function' ? v.bind(t) : v;
-    },
-  });
-}
+export const authGenerationRule: CommitRule = (ops) => (ops.some(touchesAuth) ? [{ op: 'put', key: AUTH_GENERATION, value: 1 }, authChangedOp(ops)] : []);
 
 export async function authGeneration(store: Store): Promise<number> {
   return (await store.get(AUTH_GENERATION))?.version ?? 0;

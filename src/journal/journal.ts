@@ -125,6 +125,26 @@ export const authChangedEntry = (identityIds: string[] | null): EventEntry => ({
 
 export const isAuthChanged = (e: JournalEntry): boolean => !isSignalEntry(e) && e.type === AUTH_CHANGED;
 
+/**
+ * A commit changed the roles an identity fills or the rings it belongs to (`withReachChanges` appends it):
+ * every process's push reloads those identities' reach before it offers anything committed after it. Never pushed.
+ */
+export const REACH_CHANGED = 'reach.changed';
+
+export const reachChangedEntry = (identityIds: string[]): EventEntry => ({
+  type: REACH_CHANGED,
+  subject: 'identity',
+  data: { identity_ids: identityIds },
+  audience: { identities: identityIds },
+});
+
+/** The identities whose reach this entry says changed; undefined for any other entry. */
+export const reachChangedIds = (e: JournalEntry): string[] | undefined =>
+  !isSignalEntry(e) && e.type === REACH_CHANGED ? (e.data as { identity_ids: string[] }).identity_ids : undefined;
+
+/** The service's own bookkeeping entries, never shown to a client. */
+export const isInternal = (e: JournalEntry): boolean => !isSignalEntry(e) && (e.type === AUTH_CHANGED || e.type === REACH_CHANGED);
+
 /** Whether this entry asks the identity's connections to re-check their key. */
 export function authChangedFor(e: JournalEntry, identityId: string): boolean {
   if (!isAuthChanged(e)) return false;

@@ -9,11 +9,15 @@ import type { Principal } from '../identity/model.js';
 import { namesInclude } from '../org/model.js';
 import type { Org } from '../org/service.js';
 import { Inbox } from '../signals/inbox.js';
-import { ACCESS_ENDED, inAudience, isAuthChanged, isSignalEntry, type JournalEntry, type SignalEntry } from '../journal/journal.js';
+import { ACCESS_ENDED, inAudience, isInternal, isSignalEntry, type JournalEntry, type SignalEntry } from '../journal/journal.js';
 import { outOfScope } from '../signals/policy.js';
 import { Lru } from '../lru.js';
 
-const REACH_TTL_MS = 1000;
+/**
+ * a backstop only: every change of an identity's roles or rings journals `reach.changed`, and the push reloads
+ * that identity's reach before offering anything committed after it (`ReachCache.refresh`)
+ */
+const REACH_TTL_MS = 60_000;
 /**
  * pushes a connection remembers having been sent live, to skip the `delivered` marks they cause; past it the
  * oldest is forgotten (its mark, if it still comes, is sent: the frame every subscriber got before)
@@ -34,7 +38,7 @@ interface Reach {
   loading?: Promise<void>;
 }
 
-/** Roles and rings per identity, refreshed in the background at most every second while someone asks. */
+/** Roles and rings per identity: reloaded when the journal says they changed, and in the background once a minute while someone asks. */
 export class ReachCache {
   private cache: Lru<string, Reach>;
   constructor(
@@ -51,6 +55,11 @@ export class ReachCache {
   async load(identityId: string): Promise<void> {
     const places = await this.org.placesOf(identityId);
     this.cache.set(identityId, { ...places, at: elapsed() });
+  }
+
+  /** The journal says these identities' roles or rings changed: the cached ones are read again now. */
+  async refresh(identityIds: string[]): Promise<void> {
+    await Promise.all(identityIds.filter((id) => this.cache.has(id)).map((id) => this.load(id).catch(() => this.cache.delete(id))));
   }
 
   get(identityId: string): { roles: string[]; rings: string[] } {
@@ -118,7 +127,7 @@ export class Audience {
     const f = this.filters;
     if (!isSignalEntry(e)) {
       // a ring filter asks for that ring's signals; a type filter names event types as well as signal types
-      if (isAuthChanged(e) || f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
+      if (isInternal(e) || f.rings?.length || (f.types?.length && !f.types.includes(e.type))) return false;
       // the end of another identity's access is an admin's to see; its own connections are ended by the re-check
       if (e.type === ACCESS_ENDED) return this.seesAll;
       // a memory event follows the namespace ACL, which gives admins nothing more (as GET /memory/:id)

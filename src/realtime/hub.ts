@@ -192,6 +192,13 @@ export class Hub implements ConnectionLister {
       .map((s) => ({ ...s.sub.connection!, cursor: String(s.sub.lastSeq), catching_up: s.pump !== undefined }));
   }
 
+  private beforeOffers: ((e: JournalEntry) => Promise<void> | void)[] = [];
+
+  /** Runs on each entry, awaited, before the entry is offered to anyone (what decides visibility catches up first). */
+  beforeOffer(fn: (e: JournalEntry) => Promise<void> | void): void {
+    this.beforeOffers.push(fn);
+  }
+
   private changeWatchers: (() => void)[] = [];
 
   onChange(fn: () => void): void {
@@ -225,6 +232,10 @@ export class Hub implements ConnectionLister {
    */
   private async fanOut(e: LogEntry<JournalEntry>): Promise<void> {
     if (e.seq <= this.lastSeq) return;
+    for (const before of this.beforeOffers) {
+      const pending = before(e.entry);
+      if (pending) await pending;
+    }
     this.lastSeq = e.seq;
     let offers = 0;
     const offer = async (slots: Iterable<Slot>) => {

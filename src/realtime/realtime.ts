@@ -14,7 +14,7 @@ import { Credential } from './credential.js';
 import { Deliverer } from './deliverer.js';
 import { Hub, type Subscriber } from './hub.js';
 import type { RateLimits } from '../auth/rate-limit.js';
-import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
+import { isSignalEntry, reachChangedIds, type JournalEntry } from '../journal/journal.js';
 import type { Principal } from '../identity/model.js';
 import type { Signal } from '../signals/kind.js';
 import type { Presence } from '../presence/presence.js';
@@ -52,6 +52,10 @@ export class Realtime {
   ) {
     this.hub = new Hub(store, log, config.journalRetainEntries);
     this.reach = new ReachCache(org);
+    this.hub.beforeOffer((e) => {
+      const ids = reachChangedIds(e);
+      return ids && this.reach.refresh(ids);
+    });
     this.deliverer = new Deliverer(signals);
     this.dispatch = new TaskDispatch(signals, inbox, this.hub, log);
     this.origins = new Origins(links, config.allowedOrigins);
