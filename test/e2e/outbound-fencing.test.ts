@@ -1,6 +1,6 @@
 /**
  * An outbound delivery's result is fenced by its attempt number, on a real store with real processes (issue
- * 24.8): two instances on one Redis; the one sending attempt 1 is stopped (SIGSTOP) while its request hangs,
+ * 24.8), for webhooks and for federation alike: two instances on one Redis; the one sending attempt 1 is stopped (SIGSTOP) while its request hangs,
  * the other takes the attempt up once its hold ran out and sends attempt 2; the stopped process, resumed, ends
  * its attempt (its time limit ran out while it was stopped) and its late result records nothing: no attempt carries it,
  * and the delivery ends delivered by a later attempt. Redis only: a result can only be late against another
@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { bootstrap, Client } from '../helpers/client.js';
 import { serversOn, spawnServer, startServer, type ChildServer } from '../helpers/server.js';
 import { startReceiver } from '../helpers/webhook-receiver.js';
+import { startPeerReceiver } from '../helpers/peer-receiver.js';
 import { emitOk, expectOk, waitFor } from '../api/support.js';
 
 const until = <T>(what: string, probe: () => T | Promise<T>, timeoutMs = 30_000) => waitFor(what, probe, (v) => !!v, timeoutMs, 25);
@@ -58,6 +59,47 @@ describe('a stalled webhook sender on Redis', () => {
     } finally {
       await b.close();
       await rx.close();
+    }
+  }, 120_000);
+
+  it('a stalled federation sender: its late result records nothing, the signal keeps the copy id of the attempt that was taken up', async () => {
+    let hang = true;
+    const peer = await startPeerReceiver(() => (hang ? 'hang' : 200));
+    const env = await servers.env({ ALLOW_PRIVATE_NETWORK: 'true', FEDERATION_BACKOFF_BASE_MS: '100', FEDERATION_TIMEOUT_MS: '2000' });
+    const a = await spawnServer(env);
+    children.push(a);
+    let log = '';
+    a.proc.stdout!.on('data', (d) => (log += d));
+    const root = await bootstrap(a.url);
+    const t = expectOk(await root.client.post('/federation/trust', { name: 'org-b', endpoint: peer.url, allowed_scopes: ['task'], expires_in: 3600 }), 201);
+    peer.secret = t.shared_secret;
+    const s = await emitOk(root, { signal_type: 'task', content: 'fenced', to_peer: t.peer_id, to_role: 'ops' });
+    await until('attempt 1 at the peer', () => peer.calls.length === 1);
+    a.proc.kill('SIGSTOP');
+
+    const b = await startServer({ ...env, FEDERATION_TIMEOUT_MS: '30000' });
+    try {
+      await until('attempt 2, from the other instance once the hold ran out', () => peer.calls.length === 2);
+      hang = false;
+      a.proc.kill('SIGCONT');
+      await until('the stalled sender to report its result fenced off', () => /"msg":"federation result fenced off: recorded nothing"/.test(log));
+
+      const admin = new Client(b.url, root.key);
+      const [listed] = expectOk(await admin.get('/admin/actors?kind=federation-delivery&limit=10')).actors;
+      const d = await until('the delivery delivered', async () => {
+        const r = expectOk(await admin.get(`/admin/actors/federation-delivery/${listed.id}`));
+        return r.state === 'delivered' && r;
+      });
+      const attempts = d.context.attempts as any[];
+      expect(attempts[0]).toMatchObject({ attempt: 1, status: 'failed', response_code: null });
+      expect(attempts.filter((x) => /within 2000 ms/.test(x.error ?? '')), JSON.stringify(attempts)).toEqual([]);
+      expect(attempts.at(-1)).toMatchObject({ status: 'succeeded', response_code: 200 });
+      expect(peer.calls.every((c) => c.verified && c.body.signal.id === s.id)).toBe(true);
+      const thread = expectOk(await admin.get(`/thread/${s.id}`)).signals as any[];
+      expect(thread.find((x) => x.id === s.id).federation.remote_id).toBe(`copy-of-${s.id}`);
+    } finally {
+      await b.close();
+      await peer.close();
     }
   }, 120_000);
 });
