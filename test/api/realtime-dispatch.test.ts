@@ -7,10 +7,9 @@
  */
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { pool, PushSocket, waitFor, type Frame } from '../helpers/push.js';
-import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
+import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { emitOk, expectOk } from './support.js';
 
 const TASKS = 600;
@@ -64,8 +63,8 @@ class Worker {
 
 describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
   const servers = serversOn(backend);
-  let svc: Service;
-  let second: Service | undefined;
+  let svc: Started;
+  let second: Started | undefined;
   let root: Member;
   let boss: Member;
   let agents: Member[];
@@ -79,14 +78,13 @@ describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
   beforeAll(async () => {
     svc = await servers.start();
     // on Redis a second instance on the same data: workers on both race for the same tasks
-    if (backend === 'redis') second = await startServer((svc as Service & { env: Record<string, string> }).env);
+    if (backend === 'redis') second = await servers.beside(svc);
     root = await bootstrap(svc.url);
     boss = await join(root.client, 'boss');
     agents = await Promise.all([1, 2, 3, 4].map((i) => join(root.client, `agent-${i}`)));
   });
   afterAll(async () => {
     await Promise.all(sockets.map((s) => s.close()));
-    await second?.close();
   });
 
   const task = (type: string, extra: Record<string, unknown> = {}) => emitOk(boss, { signal_type: 'task', content: type, payload: { task_type: type }, ...extra });

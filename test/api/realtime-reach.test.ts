@@ -6,16 +6,15 @@
  * copy up to a second old). On both backends; on Redis the sockets sit on a second instance.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { PushSocket } from '../helpers/push.js';
-import { BACKENDS, serversOn, startServer } from '../helpers/server.js';
+import { BACKENDS, serversOn, type Started } from '../helpers/server.js';
 import { emitOk, expectOk } from './support.js';
 
 describe.each(BACKENDS)('push follows ring and role changes at once on %s', (backend) => {
   const servers = serversOn(backend);
-  let svc: Service;
-  let second: Service | undefined;
+  let svc: Started;
+  let second: Started | undefined;
   let root: Member;
   let stays: Member;
   let leaves: Member;
@@ -31,13 +30,12 @@ describe.each(BACKENDS)('push follows ring and role changes at once on %s', (bac
 
   beforeAll(async () => {
     svc = await servers.start();
-    if (backend === 'redis') second = await startServer((svc as Service & { env: Record<string, string> }).env);
+    if (backend === 'redis') second = await servers.beside(svc);
     root = await bootstrap(svc.url);
     [stays, leaves, joins] = await Promise.all(['stays', 'leaves', 'joins'].map((n) => join(root.client, n)));
   });
   afterAll(async () => {
     await Promise.all(sockets.map((s) => s.close()));
-    await second?.close();
   });
 
   /** A direct marker to each socket's identity, emitted last: once it arrived, everything before it was decided. */

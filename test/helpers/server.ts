@@ -65,6 +65,8 @@ export interface Servers {
   env(extra?: Record<string, string>): Promise<Record<string, string>>;
   /** An in-process server on a fresh env; closed in this describe's afterAll unless closed before (close is idempotent). */
   start(extra?: Record<string, string>): Promise<Started>;
+  /** Another in-process instance on the same data as `s` (two instances on one Redis), closed like `start()`'s. */
+  beside(s: Started): Promise<Started>;
 }
 
 /** A server `Servers.start()` made, with the env it runs on (for a script or a restart on the same data). */
@@ -101,14 +103,17 @@ export function serversOn(backend: Backend, redisOptions?: RedisOptions): Server
     },
     env: (extra) => current().env(extra),
     async start(extra) {
-      const env = await current().env(extra);
-      const svc = await startServer(env);
-      let closing: Promise<void> | undefined;
-      const once: Started = { ...svc, env, close: () => (closing ??= svc.close()) };
-      started.push(once);
-      return once;
+      return track(await current().env(extra));
     },
+    beside: (s) => track(s.env),
   };
+  async function track(env: Record<string, string>): Promise<Started> {
+    const svc = await startServer(env);
+    let closing: Promise<void> | undefined;
+    const once: Started = { ...svc, env, close: () => (closing ??= svc.close()) };
+    started.push(once);
+    return once;
+  }
 }
 
 /** Tests burst past the production defaults (600 a minute per key, 60 per address on public routes); rate-limit tests set them themselves. */
