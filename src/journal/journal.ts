@@ -110,8 +110,8 @@ export const accessEndedEntry = (identityId: string, reason: AccessEndedReason):
 export const accessEndedOp = (identityId: string, reason: AccessEndedReason): Op => eventOp(accessEndedEntry(identityId, reason));
 
 /**
- * A commit wrote an API key, an identity or a membership (`withAuthGeneration` appends it, last in that
- * commit): every open socket and stream of the named identities (all of them when `identity_ids` is null)
+ * A commit wrote an API key, an identity or a membership (`authGenerationRule` appends it after the
+ * commit's own ops): every open socket and stream of the named identities (all of them when `identity_ids` is null)
  * re-checks its key before it is shown anything committed after it. Never pushed.
  */
 export const AUTH_CHANGED = 'auth.changed';
@@ -126,7 +126,7 @@ export const authChangedEntry = (identityIds: string[] | null): EventEntry => ({
 export const isAuthChanged = (e: JournalEntry): boolean => !isSignalEntry(e) && e.type === AUTH_CHANGED;
 
 /**
- * A commit changed the roles an identity fills or the rings it belongs to (`withReachChanges` appends it):
+ * A commit changed the roles an identity fills or the rings it belongs to (`reachChangeRule` appends it):
  * every process's push reloads those identities' reach before it offers anything committed after it. Never pushed.
  */
 export const REACH_CHANGED = 'reach.changed';
