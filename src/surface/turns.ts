@@ -1,19 +1,22 @@
 /**
- * Round-robin among identities waiting for the same thing (docs/signals.md, Fair concurrency). Callers of one
- * line take turns one at a time; when a turn ends, the next is the waiting caller whose identity was served
- * least recently (never served first), ties in arrival order. So an identity with many calls in flight gets
- * one turn for each turn of every other identity waiting, not its calls' share of the line.
+ * Round-robin among identities waiting for the same thing (docs/signals.md, Fair concurrency). A turn serves
+ * every caller waiting when it begins: their picks run one at a time, the next always the caller whose identity
+ * was served least recently (never served first), ties in arrival order; then their finishes (the claims' commits)
+ * run side by side, so they share a group commit. Callers arriving meanwhile wait for the next turn. So an identity
+ * with many calls in flight gets one pick for each pick of every other identity waiting, not its calls' share of
+ * the line, and a turn costs one commit however many it serves.
  */
 interface Waiter {
   identity: string;
   arrived: number;
-  start: () => void;
+  /** picks, starts the finish, and answers whether the identity was served and when the finish is settled */
+  run: () => Promise<{ served: boolean; settled: Promise<unknown> }>;
 }
 
 interface Line {
   waiting: Waiter[];
   busy: boolean;
-  /** the turn number of each identity's last service; forgotten when the line empties */
+  /** the pick number of each identity's last service; forgotten when the line empties */
   served: Map<string, number>;
 }
 
@@ -21,21 +24,24 @@ export class FairTurns {
   private lines = new Map<string, Line>();
   private count = 0;
 
-  /** Runs `fn` in the caller's turn on `line`; `fn` answers whether the identity was served (it counts then). */
-  async take<T>(line: string, identity: string, fn: () => Promise<{ result: T; served: boolean }>): Promise<T> {
+  /**
+   * Runs `pick` in the caller's turn on `line` (it answers whether the identity was served, which counts then),
+   * then `finish` with what it picked, beside the other finishes of the turn; the next turn starts once all of
+   * them are settled.
+   */
+  take<P, T>(line: string, identity: string, pick: () => Promise<{ picked: P; served: boolean }>, finish: (picked: P) => Promise<T>): Promise<T> {
     const l = this.lines.get(line) ?? this.open(line);
-    await new Promise<void>((start) => {
-      l.waiting.push({ identity, arrived: this.count++, start });
+    return new Promise<T>((resolve, reject) => {
+      const run = async () => {
+        const r = await pick().catch((e: unknown) => (reject(e), undefined));
+        if (!r) return { served: false, settled: Promise.resolve() };
+        const done = finish(r.picked);
+        done.then(resolve, reject);
+        return { served: r.served, settled: done.catch(() => undefined) };
+      };
+      l.waiting.push({ identity, arrived: this.count++, run });
       this.advance(line, l);
     });
-    try {
-      const r = await fn();
-      if (r.served) l.served.set(identity, this.count++);
-      return r.result;
-    } finally {
-      l.busy = false;
-      this.advance(line, l);
-    }
   }
 
   /** The identities waiting on a line, in the order their turns would come. */
@@ -60,10 +66,24 @@ export class FairTurns {
       this.lines.delete(line);
       return;
     }
-    let next = 0;
-    for (let i = 1; i < l.waiting.length; i++) if (this.rank(l, l.waiting[i], l.waiting[next]) < 0) next = i;
-    const [w] = l.waiting.splice(next, 1);
     l.busy = true;
-    w.start();
+    const turn = l.waiting.splice(0);
+    void this.serve(l, turn).finally(() => {
+      l.busy = false;
+      this.advance(line, l);
+    });
+  }
+
+  private async serve(l: Line, turn: Waiter[]): Promise<void> {
+    const settled: Promise<unknown>[] = [];
+    while (turn.length) {
+      let next = 0;
+      for (let i = 1; i < turn.length; i++) if (this.rank(l, turn[i], turn[next]) < 0) next = i;
+      const [w] = turn.splice(next, 1);
+      const r = await w.run();
+      if (r.served) l.served.set(w.identity, this.count++);
+      settled.push(r.settled);
+    }
+    await Promise.all(settled);
   }
 }

@@ -14,12 +14,17 @@ import type { Signal } from '../signals/kind.js';
 import type { Signals, TaskResult } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Reservations } from '../reservations/service.js';
+import type { ActorRecord } from '../runtime/runtime.js';
+import type { Versioned } from '../store/port.js';
+import type { SignalContext } from '../../actors/signal.js';
 import { FairTurns } from './turns.js';
 
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
 
 /** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
+/** a claim lost to a race: its caller picks again */
+const LOST = Symbol('lost');
 const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
 
 export interface SearchParams {
@@ -150,44 +155,57 @@ export class Workflow {
 
   /**
    * Callers asking for the same task types take turns in this process, round-robin by identity (FairTurns): an
-   * identity with many calls in flight does not crowd out another. Instances each keep their own line; between
-   * them the claim's compare-and-set decides.
+   * identity with many calls in flight does not crowd out another. A turn picks a task for each caller waiting
+   * when it began, then their claims commit together. A claim lost meanwhile (another instance, a socket's
+   * dispatch) sends its caller back into the line, passing that task over. Instances each keep their own line;
+   * between them the claim's compare-and-set decides.
    */
-  private claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
-    const types = takeableTypes(q.task_types, p.key.permissions.task_types);
-    const line = types ? JSON.stringify([...new Set(types)].sort()) : '*';
-    return this.turns.take(line, p.identity.id, async () => {
-      const r = await this.claimNext(p, q, leave);
-      return { result: r, served: r.signal !== null };
-    });
-  }
-
-  /**
-   * A claim lost to another agent moves on to the next candidate. A task another call of this process is
-   * claiming is passed over, so concurrent callers do not race each other for the head; one on another
-   * instance may still win a race, which moves this one on.
-   */
-  private async claimNext(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
+  private async claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
     const types = takeableTypes(q.task_types, p.key.permissions.task_types);
     if (types?.length === 0) return { signal: null };
+    const line = types ? JSON.stringify([...new Set(types)].sort()) : '*';
+    const passed = new Set<string>(leave === undefined ? [] : [leave]);
     const keys = new Map<string, string[]>();
-    for await (const task of this.s.inbox.openTasks(p, (id) => id === leave || this.claiming.has(id), types, keys)) {
+    for (;;) {
+      const got = await this.turns.take(
+        line,
+        p.identity.id,
+        async () => {
+          const task = await this.pick(p, types, passed, keys);
+          return { picked: task, served: task !== undefined };
+        },
+        (task) => (task ? this.claimPicked(p, task, q.lease_ms, keys) : Promise.resolve(null)),
+      );
+      if (got !== LOST) return { signal: got };
+    }
+  }
+
+  /** The first open task the caller may take that no call of this process is claiming, marked as being claimed. */
+  private async pick(p: Principal, types: string[] | undefined, passed: Set<string>, keys: Map<string, string[]>): Promise<Versioned<ActorRecord<SignalContext>> | undefined> {
+    for await (const task of this.s.inbox.openTasks(p, (id) => passed.has(id) || this.claiming.has(id), types, keys)) {
       const id = task.value.context.id;
       // the walk's skip ran before this task was loaded; another call may have begun claiming it since
       if (this.claiming.has(id)) continue;
       this.claiming.add(id);
-      try {
-        return { signal: await this.s.signals.claim(p, id, q.lease_ms, undefined, task) };
-      } catch (e) {
-        if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
-        // a key found full at claim time is passed over for the rest of this walk
-        const d = e.details as { reason?: string; concurrency_key?: string; leased?: string[] } | null;
-        if (d?.reason === 'concurrency_limit' && d.concurrency_key) keys.set(d.concurrency_key, d.leased ?? []);
-      } finally {
-        this.claiming.delete(id);
-      }
+      passed.add(id);
+      return task;
     }
-    return { signal: null };
+    return undefined;
+  }
+
+  /** Claims a picked task; a claim lost to a race answers LOST (a key found full is passed over for the caller's next pick). */
+  private async claimPicked(p: Principal, task: Versioned<ActorRecord<SignalContext>>, leaseMs: number | undefined, keys: Map<string, string[]>): Promise<Signal | typeof LOST> {
+    const id = task.value.context.id;
+    try {
+      return await this.s.signals.claim(p, id, leaseMs, undefined, task);
+    } catch (e) {
+      if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+      const d = e.details as { reason?: string; concurrency_key?: string; leased?: string[] } | null;
+      if (d?.reason === 'concurrency_limit' && d.concurrency_key) keys.set(d.concurrency_key, d.leased ?? []);
+      return LOST;
+    } finally {
+      this.claiming.delete(id);
+    }
   }
 
   /**

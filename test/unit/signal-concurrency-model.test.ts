@@ -12,6 +12,11 @@ import { signalMachine, signalTimers, type SignalContext } from '../../actors/si
 import { nextLeased } from '../../src/signals/concurrency.js';
 import { AppError } from '../../src/errors.js';
 import { FairTurns } from '../../src/surface/turns.js';
+
+/** settles once `ok()` holds, checked after each pending callback */
+const waitUntil = async (ok: () => boolean) => {
+  while (!ok()) await new Promise((r) => setImmediate(r));
+};
 import { T0, runMachine, signalContext } from '../helpers/machine.js';
 
 const TASKS = 4;
@@ -118,11 +123,16 @@ describe('FairTurns', () => {
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     const call = (who: string, first = false) =>
-      turns.take('job', who, async () => {
-        if (first) await gate;
-        served.push(who);
-        return { result: who, served: true };
-      });
+      turns.take(
+        'job',
+        who,
+        async () => {
+          if (first) await gate;
+          served.push(who);
+          return { picked: who, served: true };
+        },
+        async (picked) => picked,
+      );
     // a1 holds the line while a2, a3, a4, b1, b2 and c1 queue behind it
     const all = [call('a', true), call('a'), call('a'), call('a'), call('b'), call('b'), call('c')];
     expect(turns.order('job')).toEqual(['a', 'a', 'a', 'b', 'b', 'c']);
@@ -137,14 +147,58 @@ describe('FairTurns', () => {
     let open!: () => void;
     const gate = new Promise<void>((r) => (open = r));
     const call = (who: string, gets: boolean, first = false) =>
-      turns.take('job', who, async () => {
-        if (first) await gate;
-        served.push(who);
-        return { result: who, served: gets };
-      });
+      turns.take(
+        'job',
+        who,
+        async () => {
+          if (first) await gate;
+          served.push(who);
+          return { picked: who, served: gets };
+        },
+        async (picked) => picked,
+      );
     const all = [call('a', true, true), call('b', false), call('a', true), call('b', true)];
     open();
     await Promise.all(all);
     expect(served).toEqual(['a', 'b', 'b', 'a']);
+  });
+
+  it('a turn picks for every caller waiting when it began, runs their finishes side by side, and the next turn waits for them', async () => {
+    const turns = new FairTurns();
+    const log: string[] = [];
+    const commits: Array<() => void> = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const call = (who: string, first = false) =>
+      turns.take(
+        'job',
+        who,
+        async () => {
+          if (first) await gate;
+          log.push(`pick ${who}`);
+          return { picked: who, served: true };
+        },
+        (picked) =>
+          new Promise<string>((done) => {
+            log.push(`finish ${picked}`);
+            commits.push(() => done(picked));
+          }),
+      );
+    const first = [call('a1', true), call('b1'), call('c1')];
+    open();
+    await waitUntil(() => commits.length === 1);
+    commits.shift()!();
+    await waitUntil(() => commits.length === 2);
+    // b1 and c1, who waited through a1's turn, are picked in one turn and commit side by side; d1 arriving now waits
+    expect(log).toEqual(['pick a1', 'finish a1', 'pick b1', 'finish b1', 'pick c1', 'finish c1']);
+    const late = call('d1');
+    commits.shift()!();
+    await new Promise((r) => setImmediate(r));
+    expect(log).not.toContain('pick d1');
+    commits.shift()!();
+    await waitUntil(() => commits.length === 1);
+    expect(log.slice(-2)).toEqual(['pick d1', 'finish d1']);
+    commits.shift()!();
+    expect(await Promise.all([...first, late])).toEqual(['a1', 'b1', 'c1', 'd1']);
   });
 });
