@@ -9,6 +9,7 @@ export class Health {
   private startedAt = elapsed();
   /** parts that add a line to /health/detailed (e.g. the vector index kind) */
   private details = new Map<string, () => unknown>();
+  private inFlight: Promise<number> | undefined;
   constructor(private store: Store) {}
 
   report(name: string, fn: () => unknown): void {
@@ -19,8 +20,16 @@ export class Health {
     return Math.floor((elapsed() - this.startedAt) / 1000);
   }
 
-  /** Round-trip to the backend, or HEALTH_DB_UNREACHABLE. */
-  async ping(): Promise<number> {
+  /**
+   * Round-trip to the backend, or HEALTH_DB_UNREACHABLE. Callers arriving while a ping is out share it (a
+   * probe answered by a ping sent at most one round trip before it), so a burst of probes costs the backend
+   * one command and the process one timer.
+   */
+  ping(): Promise<number> {
+    return (this.inFlight ??= this.pingOnce().finally(() => (this.inFlight = undefined)));
+  }
+
+  private async pingOnce(): Promise<number> {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([

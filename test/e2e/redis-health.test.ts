@@ -2,11 +2,14 @@
  * Health tells the truth about Redis: a server on a redis-server this test started answers 200; once that
  * redis-server is gone, GET /health and GET /health/detailed answer 503 HEALTH_DB_UNREACHABLE within a bounded
  * time (the service pings with a 1 s timeout); and when a redis-server is back on the same port, 200 again.
+ * Probes that arrive while a ping is out share it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
+import { createClient } from 'redis';
+import { burst } from '../helpers/burst.js';
 import { Client } from '../helpers/client.js';
 import { startRedis, tempDir, type RedisServer } from '../helpers/redis.js';
 import { startServer } from '../helpers/server.js';
@@ -44,6 +47,27 @@ describe('health with Redis going away and coming back', () => {
     await svc?.close();
     await redis?.stop();
     await stopAgain();
+  });
+
+  it('probes that arrive while a ping is out share it: a burst of 20 costs Redis one PING', async () => {
+    const redisCli = createClient({ url: redis.url });
+    await redisCli.connect();
+    const pings = async () => Number(/cmdstat_ping:calls=(\d+)/.exec(await redisCli.info('commandstats'))?.[1] ?? 0);
+    try {
+      let before = 0;
+      const replies = await burst(
+        svc!.url,
+        Array.from({ length: 20 }, () => ({ method: 'GET', path: '/health', key: '' })),
+        async () => void (before = await pings()),
+      );
+      expect(replies.map((r) => r.status)).toEqual(Array(20).fill(200));
+      expect((await pings()) - before).toBe(1);
+      const alone = await pings();
+      expect((await anon.get('/health')).status).toBe(200);
+      expect((await pings()) - alone).toBe(1);
+    } finally {
+      await redisCli.quit();
+    }
   });
 
   it('200 while Redis is up, 503 HEALTH_DB_UNREACHABLE once it stops, 200 when it is back', async () => {

@@ -17,11 +17,13 @@ interface Reply {
   body: any;
 }
 
-export async function burst(url: string, requests: BurstRequest[]): Promise<Reply[]> {
+/** `warmedUp` runs once every connection is open and answered, just before the burst is written. */
+export async function burst(url: string, requests: BurstRequest[], warmedUp?: () => Promise<void>): Promise<Reply[]> {
   const { hostname, port } = new URL(url);
   const conns = await Promise.all(requests.map(() => Conn.open(hostname, Number(port))));
   try {
     await Promise.all(conns.map(async (c) => expect200(await c.send({ method: 'GET', path: '/health', key: '' }))));
+    await warmedUp?.();
     const replies = requests.map((r, i) => conns[i].send(r));
     return await Promise.all(replies);
   } finally {
