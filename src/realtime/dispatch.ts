@@ -8,14 +8,13 @@
  * wakes the workers with free credits, so nothing polls.
  */
 import Type from 'typebox';
-import { isAppError } from '../errors.js';
 import { compile, Key, validate } from '../validation.js';
 import type { Logger } from '../log.js';
 import type { Principal } from '../identity/model.js';
 import { isSignalEntry, type JournalEntry } from '../journal/journal.js';
 import { takeableTypes, type Inbox } from '../signals/inbox.js';
 import { isOpenTask, type Signal } from '../signals/kind.js';
-import type { Signals, TaskResult } from '../signals/service.js';
+import { lostRace, type Signals, type TaskResult } from '../signals/service.js';
 import type { Hub, Subscriber } from './hub.js';
 import type { SignalContext } from '../../actors/signal.js';
 import type { ActorRecord } from '../runtime/runtime.js';
@@ -24,7 +23,6 @@ import type { Versioned } from '../store/port.js';
 /** the most tasks one worker holds at once */
 export const MAX_CAPACITY = 256;
 /** claim refusals that mean another worker got there first: the walk moves on (as workflow.next's) */
-const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
 
 export interface TaskFrame {
   type: 'task';
@@ -254,13 +252,13 @@ export class Worker {
   private async claimOne(p: Principal, task: Versioned<ActorRecord<SignalContext>>): Promise<boolean> {
     const id = task.value.context.id;
     try {
-      const s = await this.d.signals.claim(p, id, this.terms.lease_ms, undefined, task);
+      const s = await this.d.signals.claimRead(p, task, this.terms.lease_ms);
       this.held.set(id, s.claim_token);
       this.d.holders.set(id, this);
       if (this.closed || !this.sink.send({ type: 'task', signal: s, claim_token: s.claim_token })) this.releaseOne(p, id);
       return true;
     } catch (e) {
-      if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+      if (!lostRace(e)) throw e;
       return false;
     } finally {
       this.claims--;

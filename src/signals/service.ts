@@ -115,6 +115,14 @@ export interface TaskResult {
 /** Ops counting a new signal against a quota, committed with it; throws to refuse it. */
 export type Charge = (rec: ActorRecord<SignalContext>) => Promise<Op[]>;
 
+/** codes of a claim another caller won meanwhile (or a key's limit, a dead letter, a narrowed key): the walk moves on */
+const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
+
+/** A refusal of `claimRead` that means "taken or not takeable now": the caller picks another task. */
+export function lostRace(e: unknown): e is AppError {
+  return isAppError(e) && (LOST_RACE.has(e.code) || (e.code === 'SIGNAL_ACK_UNAUTHORIZED' && (e.details as { reason?: string } | null)?.reason === 'stale_claim'));
+}
+
 export class Signals {
   constructor(
     private rt: Runtime,
@@ -374,6 +382,18 @@ export class Signals {
   }
 
   /** A grant answers the task with its new `claim_token`; a renewal that names one must name the current grant's. */
+  /**
+   * Claims a task a walk read as open (`workflow.next`, the socket dispatch), with the claim token it was read
+   * with: a record read before someone claimed it (the caller too, from another line, socket or instance) is
+   * refused as stale, never taken as a renewal of a lease the caller already holds, so no task is handed out
+   * twice. A federated copy goes without the token: its origin decides and moves the token itself.
+   * A refusal the walk should move on from satisfies `lostRace`.
+   */
+  claimRead(p: Principal, task: Versioned<ActorRecord<SignalContext>>, leaseMs?: number): Promise<Signal> {
+    const c = task.value.context;
+    return this.claim(p, c.id, leaseMs, c.federation?.direction === 'inbound' ? undefined : (c.claim_token ?? 0), task);
+  }
+
   async claim(p: Principal, signalId: string, leaseMs?: number, claimToken?: number, loaded?: Versioned<ActorRecord<SignalContext>>): Promise<Signal> {
     this.requireMember(p);
     // a walk that has just read the task hands its record over: a stale one fails the commit's version check and is read again

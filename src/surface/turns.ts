@@ -1,16 +1,22 @@
 /**
  * Round-robin among identities waiting for the same thing (docs/signals.md, Fair concurrency). A turn serves
- * every caller waiting when it begins: their picks run one at a time, the next always the caller whose identity
- * was served least recently (never served first), ties in arrival order; then their finishes (the claims' commits)
- * run side by side, so they share a group commit. Callers arriving meanwhile wait for the next turn. So an identity
- * with many calls in flight gets one pick for each pick of every other identity waiting, not its calls' share of
- * the line, and a turn costs one commit however many it serves.
+ * every caller waiting when it begins. Their picks start side by side (a pick's reads overlap the others'), but
+ * each may take something only while it holds the turn's baton, handed on in order: next is always the caller
+ * whose identity was served least recently (never served first), ties in arrival order. A finish (the claim's
+ * commit) starts as soon as its pick is done, beside the others. Callers arriving meanwhile wait for the next
+ * turn, which begins once every finish of this one is settled. So an identity with many calls in flight gets one
+ * pick for each pick of every other identity waiting, a turn's reads cost one round trip's wait instead of one per
+ * caller, and its claims share a group commit.
  */
 interface Waiter {
   identity: string;
   arrived: number;
-  /** picks, starts the finish, and answers whether the identity was served and when the finish is settled */
-  run: () => Promise<{ served: boolean; settled: Promise<unknown> }>;
+  /** starts this caller's pick: its turn has begun, with what the turn's picks share */
+  start: (shared: Set<string>) => void;
+  /** hands this caller the baton */
+  go: () => void;
+  /** settles when its pick is done: whether it was served, and its finish */
+  picked: Promise<{ served: boolean; settled: Promise<unknown> }>;
 }
 
 interface Line {
@@ -25,21 +31,26 @@ export class FairTurns {
   private count = 0;
 
   /**
-   * Runs `pick` in the caller's turn on `line` (it answers whether the identity was served, which counts then),
-   * then `finish` with what it picked, beside the other finishes of the turn; the next turn starts once all of
-   * them are settled.
+   * Runs `pick` in the caller's turn on `line`: it may read at once, but takes nothing before `baton` settles,
+   * and answers what it took and whether the identity was served (which counts then). `shared` is one set for
+   * all picks of the turn (what they took, kept until the turn ends). Then `finish` runs with what it took,
+   * beside the other finishes of the turn.
    */
-  take<P, T>(line: string, identity: string, pick: () => Promise<{ picked: P; served: boolean }>, finish: (picked: P) => Promise<T>): Promise<T> {
+  take<P, T>(line: string, identity: string, pick: (baton: Promise<void>, shared: Set<string>) => Promise<{ picked: P; served: boolean }>, finish: (picked: P) => Promise<T>): Promise<T> {
     const l = this.lines.get(line) ?? this.open(line);
     return new Promise<T>((resolve, reject) => {
-      const run = async () => {
-        const r = await pick().catch((e: unknown) => (reject(e), undefined));
+      let go!: () => void;
+      const baton = new Promise<void>((r) => (go = r));
+      let started!: (shared: Set<string>) => void;
+      const begun = new Promise<Set<string>>((r) => (started = r));
+      const picked = begun.then(async (shared) => {
+        const r = await pick(baton, shared).catch((e: unknown) => (reject(e), undefined));
         if (!r) return { served: false, settled: Promise.resolve() };
         const done = finish(r.picked);
         done.then(resolve, reject);
         return { served: r.served, settled: done.catch(() => undefined) };
-      };
-      l.waiting.push({ identity, arrived: this.count++, run });
+      });
+      l.waiting.push({ identity, arrived: this.count++, start: started, go, picked });
       this.advance(line, l);
     });
   }
@@ -75,12 +86,15 @@ export class FairTurns {
   }
 
   private async serve(l: Line, turn: Waiter[]): Promise<void> {
+    const shared = new Set<string>();
+    for (const w of turn) w.start(shared);
     const settled: Promise<unknown>[] = [];
     while (turn.length) {
       let next = 0;
       for (let i = 1; i < turn.length; i++) if (this.rank(l, turn[i], turn[next]) < 0) next = i;
       const [w] = turn.splice(next, 1);
-      const r = await w.run();
+      w.go();
+      const r = await w.picked;
       if (r.served) l.served.set(w.identity, this.count++);
       settled.push(r.settled);
     }

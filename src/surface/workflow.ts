@@ -7,11 +7,11 @@ import type { Identities } from '../identity/identities.js';
 import type { Graph } from '../memory/graph.js';
 import type { Memories } from '../memory/service.js';
 import { publicKey, type Principal } from '../identity/model.js';
-import { AppError, isAppError } from '../errors.js';
+import { AppError } from '../errors.js';
 import type { Org } from '../org/service.js';
 import { takeableTypes, type Inbox, type InboxItem } from '../signals/inbox.js';
 import type { Signal } from '../signals/kind.js';
-import type { Signals, TaskResult } from '../signals/service.js';
+import { lostRace, type Signals, type TaskResult } from '../signals/service.js';
 import type { Workstreams } from '../workstreams/service.js';
 import type { Reservations } from '../reservations/service.js';
 import type { ActorRecord } from '../runtime/runtime.js';
@@ -22,10 +22,8 @@ import { FairTurns } from './turns.js';
 /** How far the composite calls read before they stop (documented in docs/surfaces.md). */
 export const SCAN = { page: 100, heldPages: 10, unreadPages: 5, searchSignals: 2000, topItems: 5, resumeMemories: 10, resumeWorkstreams: 20 };
 
-/** Claim refusals that mean "someone else got there first": workflow.next moves on to the next candidate. */
 /** a claim lost to a race: its caller picks again */
 const LOST = Symbol('lost');
-const LOST_RACE = new Set(['SIGNAL_CLAIM_CONFLICT', 'SIGNAL_CLAIM_INVALID_STATUS', 'SIGNAL_DEAD_LETTER', 'AUTH_SCOPE_DENIED']);
 
 export interface SearchParams {
   text?: string;
@@ -170,8 +168,8 @@ export class Workflow {
       const got = await this.turns.take(
         line,
         p.identity.id,
-        async () => {
-          const task = await this.pick(p, types, passed, keys);
+        async (baton, taken) => {
+          const task = await this.pick(p, types, passed, keys, baton, taken);
           return { picked: task, served: task !== undefined };
         },
         (task) => (task ? this.claimPicked(p, task, q.lease_ms, keys) : Promise.resolve(null)),
@@ -180,31 +178,37 @@ export class Workflow {
     }
   }
 
-  /** The first open task the caller may take that no call of this process is claiming, marked as being claimed. */
-  private async pick(p: Principal, types: string[] | undefined, passed: Set<string>, keys: Map<string, string[]>): Promise<Versioned<ActorRecord<SignalContext>> | undefined> {
-    for await (const task of this.s.inbox.openTasks(p, (id) => passed.has(id) || this.claiming.has(id), types, keys)) {
+  /**
+   * The first open task the caller may take that no call of this process is claiming, marked as being claimed.
+   * The walk reads before the caller holds the turn's baton; what it found is checked again once it does, against
+   * the tasks being claimed and those the turn's picks took (`taken`: a claim that has ended is no longer in
+   * `claiming`, and a record read before it is stale).
+   */
+  private async pick(p: Principal, types: string[] | undefined, passed: Set<string>, keys: Map<string, string[]>, baton: Promise<void>, taken: Set<string>): Promise<Versioned<ActorRecord<SignalContext>> | undefined> {
+    const skip = (id: string) => passed.has(id) || this.claiming.has(id) || taken.has(id);
+    for await (const task of this.s.inbox.openTasks(p, skip, types, keys)) {
+      await baton;
       const id = task.value.context.id;
-      // the walk's skip ran before this task was loaded; another call may have begun claiming it since
-      if (this.claiming.has(id)) continue;
+      if (skip(id)) continue;
       this.claiming.add(id);
+      taken.add(id);
       passed.add(id);
       return task;
     }
     return undefined;
   }
 
-  /** Claims a picked task; a claim lost to a race answers LOST (a key found full is passed over for the caller's next pick). */
+  /** Claims a picked task (`Signals.claimRead`); a claim lost to a race answers LOST (a key found full is passed over from then on). */
   private async claimPicked(p: Principal, task: Versioned<ActorRecord<SignalContext>>, leaseMs: number | undefined, keys: Map<string, string[]>): Promise<Signal | typeof LOST> {
-    const id = task.value.context.id;
     try {
-      return await this.s.signals.claim(p, id, leaseMs, undefined, task);
+      return await this.s.signals.claimRead(p, task, leaseMs);
     } catch (e) {
-      if (!isAppError(e) || !LOST_RACE.has(e.code)) throw e;
+      if (!lostRace(e)) throw e;
       const d = e.details as { reason?: string; concurrency_key?: string; leased?: string[] } | null;
       if (d?.reason === 'concurrency_limit' && d.concurrency_key) keys.set(d.concurrency_key, d.leased ?? []);
       return LOST;
     } finally {
-      this.claiming.delete(id);
+      this.claiming.delete(task.value.context.id);
     }
   }
 

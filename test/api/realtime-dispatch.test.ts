@@ -1,6 +1,7 @@
 /**
  * Task dispatch over the socket with credits (docs/realtime.md, Task dispatch), on both backends and across two
- * instances on Redis: 600 tasks completed exactly once by several working sockets, none ever holding more than
+ * instances on Redis: 600 tasks completed exactly once by several working sockets (and two sockets of one
+ * identity on two instances never given the same task), none ever holding more than
  * its capacity; a closing socket's tasks released at once and given to another worker; a stale claim_token
  * refused; a dependant handed over as a task frame once its dependency completes; a quiet worker spared the
  * ordinary pushes of the tasks it works.
@@ -117,6 +118,23 @@ describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
     workers.forEach((w, i) => expect(pushed(w, i).map((f) => `${f.type} ${f.signal.delivery_state}`)).toEqual([]));
     const sample = await stateOf(ids[0]);
     expect(sample).toMatchObject({ task_status: 'completed', result: { ok: true } });
+  }, 120_000);
+
+  it('two sockets of one identity, on two instances on Redis, are never given the same task', async () => {
+    const [solo] = agents;
+    const n = 200;
+    const urls = [svc.url, second?.url ?? svc.url];
+    const workers = await Promise.all(urls.map(async (url) => new Worker(await open(solo, url), CAPACITY, 'solo')));
+    for (const w of workers) await w.start();
+    // a claim read before the other socket's claim of the same task must be refused as stale, not taken as a renewal
+    const ids = (await pool(n, 20, () => task('solo'))).map((t) => t.id);
+    const total = () => workers.reduce((sum, w) => sum + w.done.size, 0);
+    await waitFor(() => total() >= n, 60_000, () => `${n} tasks done, have ${total()}`);
+    const counts = new Map<string, number>();
+    for (const w of workers) for (const [id, times] of w.done) counts.set(id, (counts.get(id) ?? 0) + times);
+    expect([...counts.keys()].sort()).toEqual([...ids].sort());
+    expect([...counts.entries()].filter(([, times]) => times !== 1)).toEqual([]);
+    for (const w of workers) expect(w.errors).toEqual([]);
   }, 120_000);
 
   it('a closing socket releases its tasks at once, and another worker is given them', async () => {

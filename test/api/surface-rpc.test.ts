@@ -279,6 +279,16 @@ for (const backend of BACKENDS) {
       expect((await ok(bob.client, 'workflow.next', {})).signal).toBeNull();
     });
 
+    it('workflow.next never hands one caller the same task twice, across lines of different task types', async () => {
+      const { role, bob } = await crew();
+      const type = `lines-${Date.now()}`;
+      const tasks = await Promise.all(Array.from({ length: 20 }, (_, i) => ok(alice.client, 'signals.emit', { signal_type: 'task', content: `typed ${i}`, to_role: role, payload: { task_type: type } })));
+      // two lines at once, one asking for the type and one for anything: each may read a task the other has just claimed
+      const got = await Promise.all(Array.from({ length: 40 }, (_, i) => ok(bob.client, 'workflow.next', i % 2 ? { task_types: [type] } : {})));
+      const ids = got.map((g) => g.signal?.id).filter((id): id is string => id !== undefined);
+      expect(ids.sort()).toEqual(tasks.map((t) => t.id).sort());
+    });
+
     it('workflow.next completes or releases the caller claim first, in the same call, and never hands a released task straight back', async () => {
       const { role, bob, carol } = await crew();
       const a = await ok(alice.client, 'signals.emit', { signal_type: 'task', content: 'first', to_identity: carol.id, urgency: 0.9 });

@@ -126,7 +126,8 @@ describe('FairTurns', () => {
       turns.take(
         'job',
         who,
-        async () => {
+        async (baton) => {
+          await baton;
           if (first) await gate;
           served.push(who);
           return { picked: who, served: true };
@@ -150,7 +151,8 @@ describe('FairTurns', () => {
       turns.take(
         'job',
         who,
-        async () => {
+        async (baton) => {
+          await baton;
           if (first) await gate;
           served.push(who);
           return { picked: who, served: gets };
@@ -173,7 +175,8 @@ describe('FairTurns', () => {
       turns.take(
         'job',
         who,
-        async () => {
+        async (baton) => {
+          await baton;
           if (first) await gate;
           log.push(`pick ${who}`);
           return { picked: who, served: true };
@@ -200,5 +203,30 @@ describe('FairTurns', () => {
     expect(log.slice(-2)).toEqual(['pick d1', 'finish d1']);
     commits.shift()!();
     expect(await Promise.all([...first, late])).toEqual(['a1', 'b1', 'c1', 'd1']);
+  });
+
+  it("a turn's picks read side by side, and each takes only once it holds the baton, in round-robin order", async () => {
+    const turns = new FairTurns();
+    const log: string[] = [];
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    const call = (who: string, identity: string, first = false) =>
+      turns.take(
+        'job',
+        identity,
+        async (baton) => {
+          log.push(`read ${who}`);
+          if (first) await gate;
+          await baton;
+          log.push(`take ${who}`);
+          return { picked: who, served: true };
+        },
+        async (picked) => picked,
+      );
+    // a1 holds the first turn; a2, b1 and c1 form the second: all three read before any takes
+    const all = [call('a1', 'a', true), call('a2', 'a'), call('b1', 'b'), call('c1', 'c')];
+    open();
+    expect(await Promise.all(all)).toEqual(['a1', 'a2', 'b1', 'c1']);
+    expect(log).toEqual(['read a1', 'take a1', 'read a2', 'read b1', 'read c1', 'take b1', 'take c1', 'take a2']);
   });
 });
