@@ -116,26 +116,32 @@ describe('fair concurrency against a model', () => {
   });
 });
 
+/** A line whose first caller holds its turn until `open()`; each pick notes its caller once it holds the baton. */
+function gatedLine() {
+  const turns = new FairTurns();
+  const served: string[] = [];
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  const call = (who: string, o: { gets?: boolean; first?: boolean } = {}) =>
+    turns.take(
+      'job',
+      who,
+      async (baton) => {
+        await baton;
+        if (o.first) await gate;
+        served.push(who);
+        return { picked: who, served: o.gets ?? true };
+      },
+      async (picked) => picked,
+    );
+  return { turns, served, open, call };
+}
+
 describe('FairTurns', () => {
   it('serves the least recently served identity first, ties in arrival order', async () => {
-    const turns = new FairTurns();
-    const served: string[] = [];
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    const call = (who: string, first = false) =>
-      turns.take(
-        'job',
-        who,
-        async (baton) => {
-          await baton;
-          if (first) await gate;
-          served.push(who);
-          return { picked: who, served: true };
-        },
-        async (picked) => picked,
-      );
+    const { turns, served, open, call } = gatedLine();
     // a1 holds the line while a2, a3, a4, b1, b2 and c1 queue behind it
-    const all = [call('a', true), call('a'), call('a'), call('a'), call('b'), call('b'), call('c')];
+    const all = [call('a', { first: true }), call('a'), call('a'), call('a'), call('b'), call('b'), call('c')];
     expect(turns.order('job')).toEqual(['a', 'a', 'a', 'b', 'b', 'c']);
     open();
     await Promise.all(all);
@@ -143,23 +149,8 @@ describe('FairTurns', () => {
   });
 
   it('a caller left unserved keeps its place ahead of those served', async () => {
-    const turns = new FairTurns();
-    const served: string[] = [];
-    let open!: () => void;
-    const gate = new Promise<void>((r) => (open = r));
-    const call = (who: string, gets: boolean, first = false) =>
-      turns.take(
-        'job',
-        who,
-        async (baton) => {
-          await baton;
-          if (first) await gate;
-          served.push(who);
-          return { picked: who, served: gets };
-        },
-        async (picked) => picked,
-      );
-    const all = [call('a', true, true), call('b', false), call('a', true), call('b', true)];
+    const { served, open, call } = gatedLine();
+    const all = [call('a', { first: true }), call('b', { gets: false }), call('a'), call('b')];
     open();
     await Promise.all(all);
     expect(served).toEqual(['a', 'b', 'b', 'a']);
