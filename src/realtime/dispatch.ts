@@ -22,7 +22,6 @@ import type { Versioned } from '../store/port.js';
 
 /** the most tasks one worker holds at once */
 export const MAX_CAPACITY = 256;
-/** claim refusals that mean another worker got there first: the walk moves on (as workflow.next's) */
 
 export interface TaskFrame {
   type: 'task';

@@ -381,7 +381,6 @@ export class Signals {
     return r;
   }
 
-  /** A grant answers the task with its new `claim_token`; a renewal that names one must name the current grant's. */
   /**
    * Claims a task a walk read as open (`workflow.next`, the socket dispatch), with the claim token it was read
    * with: a record read before someone claimed it (the caller too, from another line, socket or instance) is
@@ -394,6 +393,7 @@ export class Signals {
     return this.claim(p, c.id, leaseMs, c.federation?.direction === 'inbound' ? undefined : (c.claim_token ?? 0), task);
   }
 
+  /** A grant answers the task with its new `claim_token`; a renewal that names one must name the current grant's. */
   async claim(p: Principal, signalId: string, leaseMs?: number, claimToken?: number, loaded?: Versioned<ActorRecord<SignalContext>>): Promise<Signal> {
     this.requireMember(p);
     // a walk that has just read the task hands its record over: a stale one fails the commit's version check and is read again

@@ -153,10 +153,10 @@ export class Workflow {
 
   /**
    * Callers asking for the same task types take turns in this process, round-robin by identity (FairTurns): an
-   * identity with many calls in flight does not crowd out another. A turn picks a task for each caller waiting
-   * when it began, then their claims commit together. A claim lost meanwhile (another instance, a socket's
-   * dispatch) sends its caller back into the line, passing that task over. Instances each keep their own line;
-   * between them the claim's compare-and-set decides.
+   * identity with many calls in flight does not crowd out another. A turn's picks read side by side and take in
+   * turn order; their claims commit together. A claim lost meanwhile (another instance, a socket's dispatch)
+   * sends its caller back into the line, passing that task over. Instances each keep their own line; between
+   * them the claim's compare-and-set decides.
    */
   private async claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
     const types = takeableTypes(q.task_types, p.key.permissions.task_types);
