@@ -198,14 +198,26 @@ async function nats(): Promise<object> {
  * the TASKS_WORKERS slots split between them, and answer every task frame with {op:"done"} at once. The clock
  * stops at the last done's result; exactly once: every task given once and completed once.
  */
+/** a socket run with no task completed for this long fails with what it saw (TASKS_STALL_MS) */
+const STALL_MS = intEnv('TASKS_STALL_MS', 60_000, 1);
+
 async function socket(): Promise<object> {
   const { default: WebSocket } = await import('ws');
   const keys = (JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[]).slice(0, intEnv('TASKS_SOCKETS', 5, 1));
   const given = new Map<string, number>();
   const done = new Map<string, number>();
   let failures = 0;
+  const errors: unknown[] = [];
   let finish!: () => void;
-  const finished = new Promise<void>((resolve) => (finish = resolve));
+  let stall!: (e: Error) => void;
+  const finished = new Promise<void>((resolve, reject) => ((finish = resolve), (stall = reject)));
+  // a run that stops making progress fails with what it saw, instead of waiting for ever
+  let lastDone = performance.now();
+  const watchdog = setInterval(() => {
+    if (performance.now() - lastDone < STALL_MS) return;
+    const open = [...given.keys()].filter((id) => !done.has(id));
+    stall(new Error(`no task completed for ${STALL_MS} ms: given ${given.size}, done ${done.size} of ${N}, error frames ${failures} (first: ${JSON.stringify(errors.slice(0, 3))}), given but not done: ${JSON.stringify(open.slice(0, 5))}`));
+  }, 1000);
   const url = process.env.TASKS_URL!.replace(/^http/, 'ws') + '/ws';
   const sockets = await Promise.all(
     keys.map(
@@ -219,9 +231,13 @@ async function socket(): Promise<object> {
               given.set(f.signal.id, (given.get(f.signal.id) ?? 0) + 1);
               return ws.send(JSON.stringify({ op: 'done', id: f.signal.id, signal_id: f.signal.id, claim_token: f.claim_token }));
             }
-            if (f.type === 'error') failures++;
+            if (f.type === 'error') {
+              failures++;
+              if (errors.length < 3) errors.push(f);
+            }
             if (f.type !== 'result' || f.data?.task_status !== 'completed') return;
             done.set(f.data.id, (done.get(f.data.id) ?? 0) + 1);
+            lastDone = performance.now();
             if (done.size === N) finish();
           });
           ws.on('error', reject);
@@ -232,7 +248,8 @@ async function socket(): Promise<object> {
   const slots = keys.map((_, i) => Math.floor(WORKERS / keys.length) + (i < WORKERS % keys.length ? 1 : 0));
   const start = performance.now();
   sockets.forEach((ws, i) => ws.send(JSON.stringify({ op: 'work', id: 'work', capacity: slots[i], quiet: true })));
-  await finished;
+  lastDone = performance.now();
+  await finished.finally(() => clearInterval(watchdog));
   const seconds = (performance.now() - start) / 1000;
   for (const ws of sockets) ws.close();
   const twice = [...done.values(), ...given.values()].filter((n) => n > 1).length;
