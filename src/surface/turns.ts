@@ -5,8 +5,8 @@
  * whose identity was served least recently (never served first), ties in arrival order. A finish (the claim's
  * commit) starts as soon as its pick is done, beside the others. Callers arriving meanwhile wait for the next
  * turn, which begins once every finish of this one is settled. So an identity with many calls in flight gets one
- * pick for each pick of every other identity waiting, a turn's reads cost one round trip's wait instead of one per
- * caller, and its claims share a group commit.
+ * pick for each pick of every other identity waiting, a turn's reads overlap instead of running one after
+ * another, and its claims share a group commit.
  */
 interface Waiter {
   identity: string;
