@@ -193,14 +193,14 @@ async function nats(): Promise<object> {
   return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), left_in_stream: left, twice, exactly_once: done.size === N && twice === 0 && left === 0 };
 }
 
+/** a socket run with no task completed for this long fails with what it saw (TASKS_STALL_MS) */
+const STALL_MS = intEnv('TASKS_STALL_MS', 60_000, 1);
+
 /**
  * Mode "socket": TASKS_SOCKETS WebSockets (the first keys of TASKS_KEYS) each send {op:"work", capacity} with
  * the TASKS_WORKERS slots split between them, and answer every task frame with {op:"done"} at once. The clock
  * stops at the last done's result; exactly once: every task given once and completed once.
  */
-/** a socket run with no task completed for this long fails with what it saw (TASKS_STALL_MS) */
-const STALL_MS = intEnv('TASKS_STALL_MS', 60_000, 1);
-
 async function socket(): Promise<object> {
   const { default: WebSocket } = await import('ws');
   const keys = (JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[]).slice(0, intEnv('TASKS_SOCKETS', 5, 1));
@@ -211,13 +211,7 @@ async function socket(): Promise<object> {
   let finish!: () => void;
   let stall!: (e: Error) => void;
   const finished = new Promise<void>((resolve, reject) => ((finish = resolve), (stall = reject)));
-  // a run that stops making progress fails with what it saw, instead of waiting for ever
-  let lastDone = performance.now();
-  const watchdog = setInterval(() => {
-    if (performance.now() - lastDone < STALL_MS) return;
-    const open = [...given.keys()].filter((id) => !done.has(id));
-    stall(new Error(`no task completed for ${STALL_MS} ms: given ${given.size}, done ${done.size} of ${N}, error frames ${failures} (first: ${JSON.stringify(errors.slice(0, 3))}), given but not done: ${JSON.stringify(open.slice(0, 5))}`));
-  }, 1000);
+  let lastDone = 0;
   const url = process.env.TASKS_URL!.replace(/^http/, 'ws') + '/ws';
   const sockets = await Promise.all(
     keys.map(
@@ -247,8 +241,14 @@ async function socket(): Promise<object> {
   );
   const slots = keys.map((_, i) => Math.floor(WORKERS / keys.length) + (i < WORKERS % keys.length ? 1 : 0));
   const start = performance.now();
+  lastDone = start;
+  // a run that stops making progress fails with what it saw, instead of waiting for ever
+  const watchdog = setInterval(() => {
+    if (performance.now() - lastDone < STALL_MS) return;
+    const open = [...given.keys()].filter((id) => !done.has(id));
+    stall(new Error(`no task completed for ${STALL_MS} ms: given ${given.size}, done ${done.size} of ${N}, error frames ${failures} (first: ${JSON.stringify(errors.slice(0, 3))}), given but not done: ${JSON.stringify(open.slice(0, 5))}`));
+  }, 1000);
   sockets.forEach((ws, i) => ws.send(JSON.stringify({ op: 'work', id: 'work', capacity: slots[i], quiet: true })));
-  lastDone = performance.now();
   await finished.finally(() => clearInterval(watchdog));
   const seconds = (performance.now() - start) / 1000;
   for (const ws of sockets) ws.close();

@@ -11,12 +11,10 @@
 interface Waiter {
   identity: string;
   arrived: number;
-  /** starts this caller's pick: its turn has begun, with what the turn's picks share */
-  start: (shared: Set<string>) => void;
   /** hands this caller the baton */
   go: () => void;
-  /** settles when its pick is done: whether it was served, and its finish */
-  picked: Promise<{ served: boolean; settled: Promise<unknown> }>;
+  /** starts this caller's pick (its turn has begun, with what the turn's picks share); settles when the pick is done */
+  run: (shared: Set<string>) => Promise<{ served: boolean; settled: Promise<unknown> }>;
 }
 
 interface Line {
@@ -41,16 +39,14 @@ export class FairTurns {
     return new Promise<T>((resolve, reject) => {
       let go!: () => void;
       const baton = new Promise<void>((r) => (go = r));
-      let started!: (shared: Set<string>) => void;
-      const begun = new Promise<Set<string>>((r) => (started = r));
-      const picked = begun.then(async (shared) => {
+      const run = async (shared: Set<string>) => {
         const r = await pick(baton, shared).catch((e: unknown) => (reject(e), undefined));
         if (!r) return { served: false, settled: Promise.resolve() };
         const done = finish(r.picked);
         done.then(resolve, reject);
         return { served: r.served, settled: done.catch(() => undefined) };
-      });
-      l.waiting.push({ identity, arrived: this.count++, start: started, go, picked });
+      };
+      l.waiting.push({ identity, arrived: this.count++, go, run });
       this.advance(line, l);
     });
   }
@@ -87,14 +83,14 @@ export class FairTurns {
 
   private async serve(l: Line, turn: Waiter[]): Promise<void> {
     const shared = new Set<string>();
-    for (const w of turn) w.start(shared);
+    const picks = new Map(turn.map((w) => [w, w.run(shared)]));
     const settled: Promise<unknown>[] = [];
     while (turn.length) {
       let next = 0;
       for (let i = 1; i < turn.length; i++) if (this.rank(l, turn[i], turn[next]) < 0) next = i;
       const [w] = turn.splice(next, 1);
       w.go();
-      const r = await w.picked;
+      const r = await picks.get(w)!;
       if (r.served) l.served.set(w.identity, this.count++);
       settled.push(r.settled);
     }
