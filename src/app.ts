@@ -4,7 +4,6 @@ import { Resources } from './artifacts/resources.js';
 import { openBlobs } from './blob/index.js';
 import type { BlobStore } from './blob/port.js';
 import type { Config } from './config.js';
-import { noteIdentity } from './context.js';
 import { routes } from './api/index.js';
 import { Audit, auditOps } from './audit/audit.js';
 import { authenticate } from './auth/keys.js';
@@ -226,7 +225,6 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
       p.spend = limits.meter(p);
       void presence.touch(p.identity.id);
       void presence.keyUsed(p.key.id);
-      noteIdentity(p.identity.id);
       return p;
     },
     verifyProof: (call) => inbound.verify(call),
@@ -238,7 +236,12 @@ export async function startService(config: Readonly<Config>, log: Logger = creat
     principalHeaders: (p) => (p.rate ? rateHeaders(p.rate) : {}),
     publicBudget: (address) => limits.consumeAddress(address),
     trustedProxies: new Set(config.trustedProxies.map((a) => canonicalIp(a)!)),
-    idempotent: (p, key, request, exec) => idempotency.once(p.identity.id, key, request, exec),
+    identityOf: (p) => p.identity.id,
+    idempotent: (p, key, request, exec) =>
+      idempotency.once(p.identity.id, key, request, (claim) => {
+        p.claim = claim;
+        return exec();
+      }),
   });
   // GET /openapi.json describes this array: every route served joins it
   const table = routes(services);

@@ -21,7 +21,7 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     body: TrustBody,
     invalid: 'DISC_VALIDATION_FAILED',
     errors: ['DISC_PEER_DUPLICATE', 'DISC_PEER_INVALID_TRANSITION'],
-    handler: async (r) => ({ status: 201, data: 'peer_id' in r.body ? await trust.record(r.principal.identity.id, r.body) : await trust.create(r.principal.identity.id, r.body) }),
+    handler: async (r) => ({ status: 201, data: 'peer_id' in r.body ? await trust.record(r.principal, r.body) : await trust.create(r.principal, r.body) }),
   },
   { method: 'get', path: '/federation/trust', auth: 'admin', errors: [], handler: async () => ({ data: await trust.list() }) },
   {
@@ -30,19 +30,19 @@ export const federationRoutes = ({ trust, inbound, memories }: Services): Route<
     auth: 'proof',
     body: DeliverBody,
     errors: [...PROOF_ERRORS, 'FED_SCOPE_DENIED', 'FED_HOP_LIMIT', 'SIGNAL_NOT_FOUND', 'FED_QUOTA_EXCEEDED'],
-    handler: async (r) => ({ data: await inbound.deliver(r.peer, r.body.signal, r.body.hops) }),
+    handler: async (r) => ({ data: await inbound.deliver(r.peer, r.body.signal, r.body.hops, r.requestId) }),
   },
-  { method: 'post', path: '/federation/claim', auth: 'proof', body: PeerClaimBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.claim(r.peer, r.body.signal_id, r.body.agent, r.body.lease_ms, r.body.claim_token) }) },
-  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION', 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token, { result: r.body.result, resources: r.body.resources }) }) },
+  { method: 'post', path: '/federation/claim', auth: 'proof', body: PeerClaimBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS], handler: async (r) => ({ data: await inbound.claim(r.peer, r.body.signal_id, r.body.agent, r.body.lease_ms, r.body.claim_token, r.requestId) }) },
+  { method: 'post', path: '/federation/ack', auth: 'proof', body: PeerAckBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_NOT_FOUND', 'SIGNAL_ACK_UNAUTHORIZED', 'SIGNAL_DELIVERY_INVALID_TRANSITION', 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.ack(r.peer, r.body.signal_id, r.body.agent, r.body.outcome, r.body.claim_token, { result: r.body.result, resources: r.body.resources }, r.requestId) }) },
   {
     method: 'post',
     path: '/federation/heartbeat',
     auth: 'proof',
     body: PeerHeartbeatBody,
     errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'SIGNAL_ACK_UNAUTHORIZED'],
-    handler: async (r) => ({ data: await inbound.heartbeat(r.peer, r.body.signal_id, r.body.agent, r.body) }),
+    handler: async (r) => ({ data: await inbound.heartbeat(r.peer, r.body.signal_id, r.body.agent, r.body, r.requestId) }),
   },
-  { method: 'post', path: '/federation/cancel', auth: 'proof', body: PeerCancelBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.cancel(r.peer, r.body.signal_id) }) },
+  { method: 'post', path: '/federation/cancel', auth: 'proof', body: PeerCancelBody, errors: [...PROOF_ERRORS, ...TASK_ERRORS, 'FED_STATE_CONFLICT'], handler: async (r) => ({ data: await inbound.cancel(r.peer, r.body.signal_id, r.requestId) }) },
   // a peer org reads memories shared to it (grantee_type org) through the same service calls as REST; it writes nothing
   {
     method: 'post',

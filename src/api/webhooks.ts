@@ -18,7 +18,7 @@ const ListQuery = compile(Type.Object({ after: After, limit: Limit }));
 const invalid = 'WEBHOOK_VALIDATION_FAILED' as const;
 
 export const webhookRoutes = ({ webhooks }: Services): Route<Principal>[] => [
-  { method: 'post', path: '/admin/webhooks', auth: 'admin', unscoped: true, idempotent: true, body: WebhookCreate, invalid, handler: async (r) => ({ status: 201, data: await webhooks.create(r.principal.identity.id, r.body) }) },
+  { method: 'post', path: '/admin/webhooks', auth: 'admin', unscoped: true, idempotent: true, body: WebhookCreate, invalid, handler: async (r) => ({ status: 201, data: await webhooks.create(r.principal, r.body) }) },
   { method: 'get', path: '/admin/webhooks', auth: 'admin', handler: async () => ({ data: await webhooks.list() }) },
   { method: 'get', path: '/admin/webhooks/:id', auth: 'admin', handler: async (r) => ({ data: await webhooks.get(r.params.id) }) },
   { method: 'patch', path: '/admin/webhooks/:id', auth: 'admin', unscoped: true, body: WebhookUpdate, invalid, handler: async (r) => ({ data: await webhooks.update(r.params.id, r.body) }) },

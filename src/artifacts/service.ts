@@ -74,11 +74,11 @@ export class Artifacts {
   async upload(p: Principal, f: ArtifactFields, content: Readable, contentType: string): Promise<Artifact> {
     requireMember(p);
     // an earlier attempt of this request that died after its commit: its artifact is the answer
-    return committedEffect<Artifact>() ?? this.create(p.identity.id, f, content, contentType, true);
+    return committedEffect<Artifact>(p) ?? this.create(p.identity.id, f, content, contentType, p);
   }
 
   /** An artifact uploaded on behalf of an identity by another part of the service (a memory export). */
-  async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string, answersRequest = false): Promise<Artifact> {
+  async create(uploadedBy: string, f: ArtifactFields, content: Readable, contentType: string, request?: Principal): Promise<Artifact> {
     boundKey(f.name, 'name', 'name', 'ARTIFACT_VALIDATION_FAILED');
     f.tags?.forEach((t, i) => boundKey(t, `tags.${i}`, 'tag', 'ARTIFACT_VALIDATION_FAILED'));
     const stored = await this.blobs.put(content, this.maxUploadBytes);
@@ -91,7 +91,7 @@ export class Artifacts {
       ...artifactIndexesOf(a).map(([index, member]): Op => ({ op: 'index', index, member })),
       blobRefOp(a.sha256, artifactKeys.artifact(a.id)),
       eventOp({ type: 'artifact.uploaded', subject: 'artifact', data: a, audience: a.visibility === 'private' ? { identities: [a.uploaded_by] } : { members: true } }),
-      ...(answersRequest ? effectOps(a) : []),
+      ...effectOps(request, a),
     ];
     const res = await this.store.commit(ops);
     refuseLostClaim(res);

@@ -84,7 +84,7 @@ export class Inbound {
   }
 
   /** POST /federation/deliver: a copy of the peer's signal, routed here; a redelivery answers the stored copy. */
-  async deliver(peer: Peer, signal: DeliveredSignal, hops: number): Promise<Signal> {
+  async deliver(peer: Peer, signal: DeliveredSignal, hops: number, requestId?: string): Promise<Signal> {
     if (!peer.allowed_scopes.includes(signal.signal_type)) throw new AppError('FED_SCOPE_DENIED', `signal_type ${signal.signal_type} is not in the peer's allowed_scopes`, { field: 'signal_type' });
     if (hops >= MAX_HOPS || signal.source_org) throw new AppError('FED_HOP_LIMIT', undefined, { hops });
     boundTaskType(signal.payload, 'signal.payload.task_type');
@@ -103,13 +103,13 @@ export class Inbound {
     };
     // one copy of a peer at a time in this process: its usage record is written by every copy
     const charge = (rec: ActorRecord<SignalContext>) => this.limiter.charge(peer, Buffer.byteLength(JSON.stringify(rec)));
-    return this.rt.serial(usageKey(peer.id), () => this.signals.receive(peer.id, peerAgent(peer.id, signal.from_identity ?? 'unknown'), body, signal.id, hops + 1, charge));
+    return this.rt.serial(usageKey(peer.id), () => this.signals.receive(peer.id, peerAgent(peer.id, signal.from_identity ?? 'unknown'), body, signal.id, hops + 1, charge, requestId));
   }
 
   /** POST /federation/claim at the origin: the peer's agent takes the lease on our outbound signal. */
-  async claim(peer: Peer, signalId: string, agent: string, leaseMs?: number, claimToken?: number): Promise<Signal> {
+  async claim(peer: Peer, signalId: string, agent: string, leaseMs?: number, claimToken?: number, requestId?: string): Promise<Signal> {
     await this.outbound(peer, signalId);
-    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: peerAgent(peer.id, agent), lease_ms: leaseMs ?? this.leaseMs, claim_token: claimToken });
+    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: peerAgent(peer.id, agent), lease_ms: leaseMs ?? this.leaseMs, claim_token: claimToken }, { requestId });
     return signalView(done!.record);
   }
 
@@ -118,19 +118,19 @@ export class Inbound {
    * answers the current state; a completion after the lease lapsed is accepted while nobody holds the task;
    * a completion the task can no longer take is FED_STATE_CONFLICT (docs/federation.md, Repeats and conflicts).
    */
-  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}): Promise<Signal> {
+  async ack(peer: Peer, signalId: string, agent: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}, requestId?: string): Promise<Signal> {
     const who = peerAgent(peer.id, agent);
     const reported = outcome === 'failed' ? {} : { ...(done.result !== undefined && { result: done.result }), ...(done.resources !== undefined && { resources: done.resources }) };
     const event = { type: 'ACK', identity: who, outcome, claim_token: claimToken, late: true, ...reported };
     const asked = outcome ?? 'completed';
-    return this.settle(() => this.outbound(peer, signalId), (r) => ackVerdict(r, who, asked, now()), event, { call: 'ack', outcome: asked });
+    return this.settle(() => this.outbound(peer, signalId), (r) => ackVerdict(r, who, asked, now()), event, { call: 'ack', outcome: asked }, requestId);
   }
 
   /** POST /federation/heartbeat at the origin: the peer's holder extends our lease and reports its progress and note. */
-  async heartbeat(peer: Peer, signalId: string, agent: string, beat: { lease_ms: number; progress?: number; note?: string }): Promise<Signal> {
+  async heartbeat(peer: Peer, signalId: string, agent: string, beat: { lease_ms: number; progress?: number; note?: string }, requestId?: string): Promise<Signal> {
     const stored = await this.outbound(peer, signalId);
     const event = { type: 'HEARTBEAT', identity: peerAgent(peer.id, agent), lease_ms: beat.lease_ms, progress: beat.progress, note: beat.note };
-    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { loaded: stored });
+    const done = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { loaded: stored, requestId });
     return signalView(done!.record);
   }
 
@@ -139,12 +139,12 @@ export class Inbound {
    * receiver declining marks our outbound signal `signalId`. A repeat answers the current state; a completed
    * task is FED_STATE_CONFLICT.
    */
-  async cancel(peer: Peer, signalId: string): Promise<Signal> {
+  async cancel(peer: Peer, signalId: string, requestId?: string): Promise<Signal> {
     const target = async () => {
       const copy = await this.signals.inboundCopy(peer.id, signalId);
       return copy ? ((await this.rt.load<SignalContext>(SIGNAL, copy.context.id)) ?? this.gone()) : this.outbound(peer, signalId);
     };
-    return this.settle(target, cancelVerdict, { type: 'CANCEL' }, { call: 'cancel', outcome: 'cancelled' });
+    return this.settle(target, cancelVerdict, { type: 'CANCEL' }, { call: 'cancel', outcome: 'cancelled' }, requestId);
   }
 
   /**
@@ -156,14 +156,15 @@ export class Inbound {
     verdict: (r: ActorRecord<SignalContext>) => Verdict,
     event: Record<string, unknown> & { type: string },
     call: Pick<FederationConflict, 'call' | 'outcome'>,
+    requestId: string | undefined,
   ): Promise<Signal> {
     for (let round = 0; ; round++) {
       const stored = await load();
       const v = verdict(stored.value);
       if (v === 'repeat') return signalView(stored.value);
-      if (v === 'conflict') throw await this.conflict(stored.value, call);
+      if (v === 'conflict') throw await this.conflict(stored.value, call, requestId);
       try {
-        const done = await this.rt.send<SignalContext>(SIGNAL, stored.value.context.id, event, { loaded: stored });
+        const done = await this.rt.send<SignalContext>(SIGNAL, stored.value.context.id, event, { loaded: stored, requestId });
         return signalView(done!.record);
       } catch (e) {
         if (round > 0 || !isAppError(e) || e.status >= 500) throw e;
@@ -172,13 +173,13 @@ export class Inbound {
   }
 
   /** Records the refused call on our copy (the other side records it too) and answers the refusal. */
-  private async conflict(r: ActorRecord<SignalContext>, call: Pick<FederationConflict, 'call' | 'outcome'>): Promise<AppError> {
+  private async conflict(r: ActorRecord<SignalContext>, call: Pick<FederationConflict, 'call' | 'outcome'>, requestId: string | undefined): Promise<AppError> {
     const seen = { task_status: r.context.task_status, delivery_state: r.value };
     const mark = { ...call, refused_by: 'here' as const, ...seen };
     const was = r.context.federation?.conflict;
     // a retried call meets the mark its first try left: nothing new to record
     const same = was && (Object.keys(mark) as (keyof typeof mark)[]).every((k) => was[k] === mark[k]);
-    if (!same) await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'FED_CONFLICT', conflict: mark }, { quiet: true });
+    if (!same) await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'FED_CONFLICT', conflict: mark }, { quiet: true, requestId });
     return new AppError('FED_STATE_CONFLICT', `The task is ${r.context.task_status ?? r.value} here; the ${call.call} was not applied`, { ...call, ...seen });
   }
 

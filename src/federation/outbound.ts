@@ -99,11 +99,11 @@ export class FederationOut {
         if (rec.value === 'queued') this.out.enqueue(id);
       },
       // the signal's FED_DELIVERY_FAILED mark is written in the commit that fails the delivery: no crash can split them
-      alongside: async (_id, rec, prev, rt) => {
+      alongside: async (_id, rec, prev, rt, requestId) => {
         if (rec.value !== 'failed' || prev?.value === 'failed') return [];
         const signal = await rt.store.get<ActorRecord<SignalContext>>(actorKey(SIGNAL, rec.context.signal_id));
         try {
-          return (signal && rt.moveOps<SignalContext>(SIGNAL, rec.context.signal_id, signal, { type: 'FED_FAILED', error: 'FED_DELIVERY_FAILED' })?.ops) ?? [];
+          return (signal && rt.moveOps<SignalContext>(SIGNAL, rec.context.signal_id, signal, { type: 'FED_FAILED', error: 'FED_DELIVERY_FAILED' }, requestId)?.ops) ?? [];
         } catch {
           return []; // a signal that refuses the mark (none expected) must not keep its delivery from ending
         }

@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { trustExpired, type PeerContext } from '../../actors/peer.js';
 import { AppError } from '../errors.js';
+import type { Principal } from '../identity/model.js';
 import { now } from '../clock.js';
 import { peerView, type PeerCreate, type Peers } from '../org/peers.js';
 import type { ActorRecord } from '../runtime/runtime.js';
@@ -56,13 +57,13 @@ export class Trust {
   constructor(private peers: Peers) {}
 
   /** A new peer with a fresh secret, active at once. */
-  async create(by: string, body: TrustCreate): Promise<TrustIssued> {
-    return committedEffect<TrustIssued>() ?? issued(await this.peers.createTrusted(by, body, { shared_secret: newSecret(), expires_at: expiry(body.expires_in) }, newId(), issued));
+  async create(by: Principal, body: TrustCreate): Promise<TrustIssued> {
+    return committedEffect<TrustIssued>(by) ?? issued(await this.peers.createTrusted(by, body, { shared_secret: newSecret(), expires_at: expiry(body.expires_in) }, newId(), issued));
   }
 
   /** The other side of a trust issued by the peer: stored under its `peer_id`; an existing peer takes the new secret. */
-  async record(by: string, body: TrustRecord): Promise<TrustIssued> {
-    const done = committedEffect<TrustIssued>();
+  async record(by: Principal, body: TrustRecord): Promise<TrustIssued> {
+    const done = committedEffect<TrustIssued>(by);
     if (done) return done;
     const at = Date.parse(body.expires_at);
     if (Number.isNaN(at) || at <= now()) throw new AppError('DISC_VALIDATION_FAILED', 'expires_at must be a future date-time', { field: 'expires_at', reason: 'format' });
@@ -73,7 +74,7 @@ export class Trust {
   }
 
   /** POST /org/company/peers/:id/establish: a fresh secret for a registered peer (pending or active). */
-  async establish(peerId: string, by: string, expiresIn?: number): Promise<TrustIssued> {
+  async establish(peerId: string, by: Principal, expiresIn?: number): Promise<TrustIssued> {
     return issued(await this.peers.establish(peerId, by, { shared_secret: newSecret(), expires_at: expiry(expiresIn) }, issued));
   }
 

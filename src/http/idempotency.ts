@@ -6,7 +6,7 @@
  * retry runs the request again, or answers the effect the dead attempt committed (`effectOps`).
  */
 import { AppError } from '../errors.js';
-import { IDEMPOTENCY_TTL_MS, IdempotencyRecords } from '../store/idempotency.js';
+import { IDEMPOTENCY_TTL_MS, IdempotencyRecords, type Claim } from '../store/idempotency.js';
 import type { Reply } from './server.js';
 
 export { IDEMPOTENCY_TTL_MS };
@@ -23,12 +23,12 @@ const HEADER_SCOPE = '';
 
 export class Idempotency extends IdempotencyRecords {
   /** Runs `exec` once for this identity and key; a retry with the same request answers the first reply. */
-  async once(identity: string, key: string, request: string, exec: () => Promise<Reply>): Promise<Reply> {
+  async once(identity: string, key: string, request: string, exec: (claim: Claim) => Promise<Reply>): Promise<Reply> {
     if (key.length === 0 || key.length > 255) throw new AppError('VALIDATION_INVALID_TYPE', 'Idempotency-Key must be 1 to 255 characters', { field: 'Idempotency-Key', reason: 'length' });
     const begun = await this.begin<Answer>(identity, HEADER_SCOPE, key, request, () => new AppError('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with a different request', { field: 'Idempotency-Key' }));
     if ('replay' in begun) return { ...begun.replay, headers: { ...begun.replay.headers, 'idempotent-replayed': 'true' } };
     // only a JSON answer is kept; streams and web responses cannot be replayed
-    // the handler runs with the claim in scope: a service that supports it commits its effect with the claim
+    // the handler runs with the claim on its principal: a service that supports it commits its effect with the claim
     return this.runAttempt(begun.claim, exec, (out): Answer | undefined =>
       out.raw || out.web || out.text ? undefined : { status: out.status ?? 200, data: out.data, ...(out.meta ? { meta: out.meta } : {}), ...(out.headers ? { headers: out.headers } : {}) },
     );

@@ -5,7 +5,6 @@
 import type { Readable } from 'node:stream';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { AppError, clientError, errorBody, isAppError, type ErrorCode } from '../errors.js';
-import { withRequest, type RequestScope } from '../context.js';
 import { requestId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { exchange, readBody, send, uws, type Exchange, type HttpRequest } from './uws.js';
@@ -60,6 +59,12 @@ export interface Reply {
   web?: globalThis.Response;
   /** a non-JSON answer (the invite skill's Markdown): sent as is, without the envelope */
   text?: { contentType: string; body: string };
+}
+
+/** The request being served, for its report: the identity is noted once authentication has named it. */
+interface RequestScope {
+  requestId: string;
+  identityId?: string;
 }
 
 /** What the front end reports once a request is answered (metrics, the request log). */
@@ -125,6 +130,8 @@ export interface FrontEndOptions<P> {
   /** headers every answer to an authenticated request carries (RateLimit-*) */
   principalHeaders?(principal: P): Record<string, string>;
   answered?(a: Answered): void;
+  /** the identity a principal acts for, for the request log */
+  identityOf?(principal: P): string;
   /** runs an idempotent route's handler once per principal and key (`request` identifies the body) */
   idempotent?(principal: P, key: string, request: string, exec: () => Promise<Reply>): Promise<Reply>;
 }
@@ -178,17 +185,19 @@ export class FrontEnd<P> {
         return this.report(x, { requestId: rid }, r.method, r.path, start);
       }
       const scope: RequestScope = { requestId: rid };
-      void withRequest(scope, () => this.run(x, rid, r, url, params, headers, rawQuery, body, remote, stream)).finally(() => this.report(x, scope, r.method, r.path, start));
+      void this.run(x, scope, r, url, params, headers, rawQuery, body, remote, stream).finally(() => this.report(x, scope, r.method, r.path, start));
     });
   }
 
-  private async run(x: Exchange, rid: string, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, remote: string, stream?: Readable): Promise<void> {
+  private async run(x: Exchange, scope: RequestScope, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, remote: string, stream?: Readable): Promise<void> {
+    const rid = scope.requestId;
     let budget: Record<string, string> = {};
     try {
       this.opts.origins?.check(headers.origin);
       const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
       if (keyless && r.auth !== 'proof' && !r.unlimited && this.opts.publicBudget) budget = await this.opts.publicBudget(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
+      if (principal) scope.identityId = this.opts.identityOf?.(principal);
       if (r.unscoped && principal) this.opts.unscoped?.(principal);
       if (stream?.errored) throw stream.errored;
       const raw = await bodyP;

@@ -36,7 +36,7 @@ export class ApiKeys {
   ) {}
 
   async create(admin: Principal, body: KeyCreate) {
-    const done = committedEffect<ReturnType<typeof publicKey> & { api_key: string }>();
+    const done = committedEffect<ReturnType<typeof publicKey> & { api_key: string }>(admin);
     if (done) return done;
     const owner = body.owner ?? admin.identity.id;
     if (!(await this.rt.store.get(keys.identity(owner)))) throw new AppError('IDENTITY_NOT_FOUND');
@@ -49,7 +49,7 @@ export class ApiKeys {
     });
     const audit = auditOps({ actor: admin.identity.id, action: 'api_key.create', target: key.record.id, requestId: admin.requestId, details: { owner } });
     const answer = { api_key: key.plain, ...publicKey(key.record) };
-    const res = await this.rt.store.commit([...key.ops, ...audit, ...effectOps(answer)]);
+    const res = await this.rt.store.commit([...key.ops, ...audit, ...effectOps(admin, answer)]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'key id collision');
     return answer;
@@ -78,7 +78,7 @@ export class ApiKeys {
    * old key bound stays bound, by the new one.
    */
   async rotate(admin: Principal, id: string, body: KeyRotate = {}) {
-    const done = committedEffect<{ api_key: string; id: string }>();
+    const done = committedEffect<{ api_key: string; id: string }>(admin);
     if (done) return done;
     return this.rt.retry(async () => {
       const cur = await this.rt.store.get<ApiKey>(keys.apiKey(id));
@@ -95,7 +95,7 @@ export class ApiKeys {
           ...fresh.ops,
           ...moved,
           ...auditOps({ actor: admin.identity.id, action: 'api_key.rotate', target: id, requestId: admin.requestId, details: { owner: k.owner, new_key: fresh.record.id, ...(moved.length ? { wallet_binding_moved: true } : {}) } }),
-          ...effectOps(result),
+          ...effectOps(admin, result),
         ],
       };
     });

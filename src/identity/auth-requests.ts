@@ -62,7 +62,7 @@ export class AuthRequests {
       };
       const ops: Op[] = [
         ...v.ops,
-        ...this.rt.createOps(AUTH_REQUEST, record.context.id, record),
+        ...this.rt.createOps(AUTH_REQUEST, record.context.id, record, requestId),
         ...auditOps({ actor: null, action: 'auth_request.create', target: record.context.id, requestId, details: { name: body.name, wallet_address: v.address } }),
       ];
       return { ops, result: authRequestView(record) };
@@ -84,6 +84,7 @@ export class AuthRequests {
     const identityId = newId();
     let identity: unknown;
     const done = await this.rt.send<AuthRequestContext>(AUTH_REQUEST, id, { type: 'APPROVE', by: admin.identity.id, identity_id: identityId }, {
+      requestId: admin.requestId,
       notFound: 'AUTH_REQUEST_NOT_FOUND',
       extra: async (next) => {
         const c = next.context;
@@ -98,6 +99,7 @@ export class AuthRequests {
 
   async reject(admin: Principal, id: string): Promise<AuthRequest> {
     const done = await this.rt.send<AuthRequestContext>(AUTH_REQUEST, id, { type: 'REJECT', by: admin.identity.id }, {
+      requestId: admin.requestId,
       notFound: 'AUTH_REQUEST_NOT_FOUND',
       extra: () => auditOps({ actor: admin.identity.id, action: 'auth_request.reject', target: id, requestId: admin.requestId }),
     });

@@ -101,7 +101,7 @@ export class Identities {
         ...auditOps({ actor: admin.identity.id, action: 'identity.delete', target: id, requestId: admin.requestId, details: { name: identity.name, keys_revoked: keyIds.length } }),
         // before the membership's own entries: the identity's sockets close as deleted (key revoked)
         accessEndedOp(id, 'deleted'),
-        ...(await membershipLeaveOps(this.rt, id)),
+        ...(await membershipLeaveOps(this.rt, id, admin.requestId)),
       ];
       if (identity.wallet_address) ops.push({ op: 'del', key: keys.wallet(identity.wallet_address) });
       if (identity.is_admin) ops.push(...(await adminSetOps(this.store, (ids) => ids.filter((x) => x !== id))));

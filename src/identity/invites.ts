@@ -60,7 +60,7 @@ export class Invites {
       const [boot, count] = await Promise.all([this.store.get(keys.bootstrap), this.store.count(indexes.identities)]);
       if (boot || count > 0) throw new AppError('AUTH_KEY_MISSING', 'The instance is bootstrapped: creating invites needs an admin key');
     } else if (!principal.identity.is_admin) throw new AppError('AUTH_ADMIN_REQUIRED');
-    const done = committedEffect<Invite>();
+    const done = committedEffect<Invite>(principal);
     if (done) return done;
     if (body.expires_at && Date.parse(body.expires_at) <= now()) throw new AppError('INVITE_VALIDATION_FAILED', 'expires_at is in the past', { field: 'expires_at', reason: 'past' });
     const invite: Invite = {
@@ -82,7 +82,7 @@ export class Invites {
       { op: 'put', key: keys.invite(invite.code), value: invite, expect: 0 },
       { op: 'index', index: indexes.invites, member: `${invite.id}:${invite.code}` },
       ...auditOps({ actor: invite.created_by, action: 'invite.create', target: invite.id, requestId, details: { name: invite.name, is_admin: invite.is_admin } }),
-      ...effectOps(invite),
+      ...effectOps(principal, invite),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'invite code collision');

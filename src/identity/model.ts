@@ -1,3 +1,5 @@
+import type { Claim } from '../store/idempotency.js';
+
 export interface Reputation {
   score: number;
   feedback_count: number;
@@ -101,8 +103,10 @@ export interface Principal {
   membership: Membership | undefined;
   /** set when the principal is a federation peer org reading memories by a signed call (src/memory/acl.ts peerPrincipal) */
   peer?: string;
-  /** the request this principal acts in (set by the front end), recorded in audit entries */
+  /** the request this principal acts in (set by the front end), recorded in audit entries and actor transitions */
   requestId?: string;
+  /** the request's `Idempotency-Key` claim, while its handler runs (`committedEffect`, `effectOps`) */
+  claim?: Claim;
   /** the key's rate-limit budget after this request, for the RateLimit-* headers */
   rate?: { limit: number; remaining: number; resetMs: number };
   /** spends units of the key's budget for the calls of this request, its first unit prepaid (RateLimits.meter) */

@@ -87,6 +87,7 @@ export class Actors {
     const k = this.kind(kind);
     const { now: _ignored, ...fields } = event;
     const done = await this.runtime.send(k, id, fields as typeof event, {
+      requestId,
       notFound: 'NOT_FOUND',
       extra: (rec, prev) => this.audit({ actor: p.identity.id, action: 'actor.event', target: `${k}:${id}`, requestId, details: { kind: k, id, event: fields, from: prev.value, to: rec.value } }),
     });

@@ -61,7 +61,7 @@ export class Graph {
 
   async relate(p: Principal, b: EdgeBody & { from_id: string; to_id: string; relation: string }): Promise<Edge> {
     if (b.from_id === b.to_id) throw new AppError('GRAPH_SELF_REFERENCE', 'An edge needs two different memories', { field: 'to_id' });
-    const done = committedEffect<Edge>();
+    const done = committedEffect<Edge>(p);
     if (done) return done;
     const from = await this.memories.readable(p, b.from_id, 'GRAPH_MEMORY_NOT_FOUND');
     await this.memories.readable(p, b.to_id, 'GRAPH_MEMORY_NOT_FOUND');
@@ -85,7 +85,7 @@ export class Graph {
       { op: 'put', key: memoryKeys.edge(edge.id), value: edge, expect: 0 },
       { op: 'index', index: memoryIndexes.edgesFrom(edge.from_id), member: edge.id },
       { op: 'index', index: memoryIndexes.edgesTo(edge.to_id), member: edge.id },
-      ...effectOps(edge),
+      ...effectOps(p, edge),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'edge id collision');

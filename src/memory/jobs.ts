@@ -89,7 +89,7 @@ export class Jobs {
   ) {}
 
   async create(p: Principal, kind: JobKind, given: { namespace?: string; ndjson?: string; artifact_id?: string }): Promise<ReturnType<typeof jobView>> {
-    const done = committedEffect<ReturnType<typeof jobView>>();
+    const done = committedEffect<ReturnType<typeof jobView>>(p);
     if (done) return done;
     const params = kind === 'import' ? { ndjson: await this.importText(p, given) } : given;
     const namespace = params.namespace !== undefined ? canonicalNamespace(params.namespace) : null;
@@ -109,7 +109,7 @@ export class Jobs {
         counts: {}, errors: [], result: null, lease_until: 0, created_by: p.identity.id, created_at: t, updated_at: t,
       },
     };
-    const res = await store.commit([...this.rt.createOps(MEMORY_JOB, id, record), ...effectOps(jobView(record))]);
+    const res = await store.commit([...this.rt.createOps(MEMORY_JOB, id, record, p.requestId), ...effectOps(p, jobView(record))]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'job id collision');
     void this.poll();

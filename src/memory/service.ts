@@ -152,7 +152,7 @@ export class Memories {
 
   async store(p: Principal, b: StoreBody): Promise<{ memory: Memory; created: boolean }> {
     const namespace = await this.acl.assertWrite(p, b.namespace);
-    const done = committedEffect<{ memory: Memory; created: boolean }>();
+    const done = committedEffect<{ memory: Memory; created: boolean }>(p);
     if (done) return done;
     if (b.expires_at !== undefined && Date.parse(b.expires_at) <= now()) throw new AppError('MEMORY_VALIDATION_FAILED', 'expires_at must be in the future', { field: 'expires_at', reason: 'past' });
     const given = this.vectorOf(b.embedding);
@@ -186,14 +186,14 @@ export class Memories {
       embedding_model: vector ? (given ? 'client' : this.embedder.model) : null,
     };
     const answer = { memory: memoryView(rec), created: true };
-    await this.insert(rec, await this.acl.audienceOf(namespace), undefined, answer);
+    await this.insert(rec, await this.acl.audienceOf(namespace), undefined, { by: p, answer });
     return answer;
   }
 
   /** Commits a new memory with its indexes and the namespace count (the quota), and `memory.stored` when an audience is given, then indexes it. False when the id exists. */
   /** `alias`: a unique record claimed in the same commit (an imported line's foreign id); taken, nothing is written. */
-  /** `answer`: what the request answers for it, committed with it (an Idempotency-Key's effect). */
-  private async insert(rec: MemoryRecord, audience?: EventAudience, alias?: string, answer?: unknown): Promise<boolean> {
+  /** `request`: what the request answers for it, committed with it (an Idempotency-Key's effect). */
+  private async insert(rec: MemoryRecord, audience?: EventAudience, alias?: string, request?: { by: Principal; answer: unknown }): Promise<boolean> {
     const namespace = rec.namespace;
     const created = await this.rt.retry(async () => {
       const nsKey = memoryKeys.namespace(namespace);
@@ -212,7 +212,7 @@ export class Memories {
           ...liveIndexes(rec).map(([index, member]): Op => ({ op: 'index', index, member })),
           ...(audience ? [memoryEvent('memory.stored', rec, audience)] : []),
           ...(alias ? [{ op: 'put', key: alias, value: { id: rec.id }, expect: 0 } as Op] : []),
-          ...(answer !== undefined ? effectOps(answer) : []),
+          ...(request ? effectOps(request.by, request.answer) : []),
         ],
         result: true,
       };

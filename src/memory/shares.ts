@@ -44,7 +44,7 @@ export class Shares implements Grants {
   ) {}
 
   async create(p: Principal, b: ShareBody): Promise<Share> {
-    const done = committedEffect<Share>();
+    const done = committedEffect<Share>(p);
     if (done) return done;
     if (b.expires_at !== undefined && Date.parse(b.expires_at) <= now()) throw new AppError('MEMORY_VALIDATION_FAILED', 'expires_at must be in the future', { field: 'expires_at', reason: 'past' });
     const share: Share = {
@@ -58,7 +58,7 @@ export class Shares implements Grants {
     };
     const place = b.grantee_type === 'role' ? await this.org.roleByName(share.grantee) : b.grantee_type === 'ring' ? await this.org.ringByName(share.grantee) : undefined;
     if (place) share.grantee_id = place.id;
-    const res = await this.rt.store.commit([{ op: 'put', key: memoryKeys.share(share.id), value: share, expect: 0 }, { op: 'index', index: memoryIndexes.shares, member: share.id }, ...shareIndexOps(share), ...effectOps(share)]);
+    const res = await this.rt.store.commit([{ op: 'put', key: memoryKeys.share(share.id), value: share, expect: 0 }, { op: 'index', index: memoryIndexes.shares, member: share.id }, ...shareIndexOps(share), ...effectOps(p, share)]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'share id collision');
     return share;

@@ -54,9 +54,9 @@ export const membershipKind: ActorKind<MembershipContext> = {
  * appends its own access-ended entry). With no move to make, a check that the record is still as read, so a
  * membership reinstated meanwhile fails the commit and the caller plans again.
  */
-export async function membershipLeaveOps(rt: Runtime, identityId: string): Promise<Op[]> {
+export async function membershipLeaveOps(rt: Runtime, identityId: string, requestId?: string): Promise<Op[]> {
   const cur = await rt.load<MembershipContext>(MEMBERSHIP, identityId);
-  const move = cur && rt.moveOps(MEMBERSHIP, identityId, cur, { type: 'REMOVE' });
+  const move = cur && rt.moveOps(MEMBERSHIP, identityId, cur, { type: 'REMOVE' }, requestId);
   return move ? move.ops : [{ op: 'check', key: actorKey(MEMBERSHIP, identityId), expect: cur?.version ?? 0 }];
 }
 
@@ -100,15 +100,15 @@ export class Memberships {
   }
 
   /** For an identity that has none (one per identity). */
-  async create(identityId: string): Promise<Membership> {
-    const done = committedEffect<Membership>();
+  async create(by: Principal, identityId: string): Promise<Membership> {
+    const done = committedEffect<Membership>(by);
     if (done) return done;
     const [identity, existing, company] = await this.store.getMany<unknown>([keys.identity(identityId), actorKey(MEMBERSHIP, identityId), keys.company]);
     if (!identity) throw new AppError('IDENTITY_NOT_FOUND', undefined, { field: 'identity_id' });
     if (existing) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
     if (!company) throw new AppError('ORG_NOT_FOUND');
     const { rec, ops } = membershipCreate((identity.value as Identity).id, company.value as Company);
-    const res = await this.store.commit([...ops, ...effectOps(membershipView(rec))]);
+    const res = await this.store.commit([...ops, ...effectOps(by, membershipView(rec))]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('ORG_MEMBERSHIP_DUPLICATE');
     return membershipView(rec);
@@ -127,15 +127,15 @@ export class Memberships {
     const cur = await this.rt.load<MembershipContext>(MEMBERSHIP, identityId);
     if (cur?.value.value === status) return membershipView(cur.value);
     const extra = () => auditOps({ actor: by.identity.id, action: 'membership.status', target: membershipId, requestId: by.requestId, details: { identity_id: identityId, from: cur?.value.value ?? null, to: status } });
-    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: MEMBERSHIP_STATUS_EVENT[status] }, { extra });
+    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: MEMBERSHIP_STATUS_EVENT[status] }, { requestId: by.requestId, extra });
     return membershipView(done!.record);
   }
 
-  async setClawType(membershipId: string, clawType: ClawType): Promise<Membership> {
+  async setClawType(by: Principal, membershipId: string, clawType: ClawType): Promise<Membership> {
     const identityId = await this.identityOf(membershipId);
     const cur = await this.rt.load<MembershipContext>(MEMBERSHIP, identityId);
     if (cur && cur.value.context.claw_type === clawType) return membershipView(cur.value);
-    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: 'SET_CLAW_TYPE', claw_type: clawType });
+    const done = await this.rt.send<MembershipContext>(MEMBERSHIP, identityId, { type: 'SET_CLAW_TYPE', claw_type: clawType }, { requestId: by.requestId });
     return membershipView(done!.record);
   }
 }

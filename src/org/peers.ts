@@ -4,6 +4,7 @@
  */
 import { newPeer, newTrustedPeer, peerMachine, peerTimers, PEER_STATUS_EVENT, type PeerContext, type PeerLimits, type PeerState } from '../../actors/peer.js';
 import { AppError } from '../errors.js';
+import type { Principal } from '../identity/model.js';
 import { iso } from '../clock.js';
 import { newId } from '../ids.js';
 import type { ActorKind, ActorRecord, Runtime } from '../runtime/runtime.js';
@@ -67,21 +68,21 @@ type Answer = (rec: ActorRecord<PeerContext>) => unknown;
 export class Peers {
   constructor(private rt: Runtime) {}
 
-  async create(by: string, body: PeerCreate): Promise<Peer> {
-    return committedEffect<Peer>() ?? peerView(await this.insert(by, body, newId(), peerView));
+  async create(by: Principal, body: PeerCreate): Promise<Peer> {
+    return committedEffect<Peer>(by) ?? peerView(await this.insert(by, body, newId(), peerView));
   }
 
   /** A peer created with its trust, active at once; `id` is given when recording the other side of a trust. */
-  async createTrusted(by: string, body: PeerCreate, trust: PeerTrust, id: string, answer: Answer): Promise<ActorRecord<PeerContext>> {
+  async createTrusted(by: Principal, body: PeerCreate, trust: PeerTrust, id: string, answer: Answer): Promise<ActorRecord<PeerContext>> {
     return this.insert(by, body, id, answer, trust);
   }
 
   /** `answer`: what the request answers for the new peer, committed with it (an Idempotency-Key's effect) */
-  private async insert(by: string, body: PeerCreate, id: string, answer: Answer, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
+  private async insert(by: Principal, body: PeerCreate, id: string, answer: Answer, trust?: PeerTrust): Promise<ActorRecord<PeerContext>> {
     const endpoint = normalEndpoint(body.endpoint);
-    const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], rate_limit: body.rate_limit ?? null, storage_quota_bytes: body.storage_quota_bytes ?? null, created_by: by, created_at: iso() };
+    const fields = { id, name: body.name, endpoint, allowed_scopes: body.allowed_scopes ?? [], rate_limit: body.rate_limit ?? null, storage_quota_bytes: body.storage_quota_bytes ?? null, created_by: by.identity.id, created_at: iso() };
     const rec = trust ? newTrustedPeer(fields, trust) : newPeer(fields);
-    const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec), ...effectOps(answer(rec))]);
+    const res = await this.rt.store.commit([{ op: 'put', key: endpointKey(endpoint), value: { id }, expect: 0 }, ...this.rt.createOps(PEER, id, rec, by.requestId), ...effectOps(by, answer(rec))]);
     if (res.ok) return rec;
     refuseLostClaim(res);
     if (res.conflict === endpointKey(endpoint)) throw new AppError('DISC_PEER_DUPLICATE', `A peer with endpoint ${endpoint} exists`, { field: 'endpoint' });
@@ -106,20 +107,20 @@ export class Peers {
     return recs.filter((r): r is ActorRecord<PeerContext> => r !== undefined).map(peerView);
   }
 
-  async setStatus(id: string, status: Exclude<PeerState, 'pending'>): Promise<Peer> {
-    const done = await this.rt.send<PeerContext>(PEER, id, { type: PEER_STATUS_EVENT[status] });
+  async setStatus(by: Principal, id: string, status: Exclude<PeerState, 'pending'>): Promise<Peer> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: PEER_STATUS_EVENT[status] }, { requestId: by.requestId });
     return peerView(done!.record);
   }
 
   /** PATCH /org/company/peers/:id: the peer's own federation limits (null: the settings' defaults). */
-  async setLimits(id: string, limits: PeerLimits): Promise<Peer> {
-    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'SET_LIMITS', ...limits });
+  async setLimits(by: Principal, id: string, limits: PeerLimits): Promise<Peer> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'SET_LIMITS', ...limits }, { requestId: by.requestId });
     return peerView(done!.record);
   }
 
   /** Records a trust (a new secret, or the other side's) on an existing peer; a pending peer becomes active. */
-  async establish(id: string, by: string, trust: PeerTrust, answer: Answer): Promise<ActorRecord<PeerContext>> {
-    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by, ...trust }, { extra: (rec) => effectOps(answer(rec)) });
+  async establish(id: string, by: Principal, trust: PeerTrust, answer: Answer): Promise<ActorRecord<PeerContext>> {
+    const done = await this.rt.send<PeerContext>(PEER, id, { type: 'ESTABLISH', by: by.identity.id, ...trust }, { requestId: by.requestId, extra: (rec) => effectOps(by, answer(rec)) });
     return done!.record;
   }
 

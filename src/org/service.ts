@@ -78,7 +78,7 @@ export class Org {
   }
 
   async createRole(body: Required<Pick<RoleBody, 'name'>> & RoleBody, by: Principal): Promise<Role> {
-    const done = committedEffect<Role>();
+    const done = committedEffect<Role>(by);
     if (done) return done;
     const t = iso();
     const role: Role = { id: newId(), name: body.name, purpose: body.purpose ?? null, domains: body.domains ?? [], duties: body.duties ?? [], created_at: t, updated_at: t };
@@ -87,7 +87,7 @@ export class Org {
       { op: 'put', key: orgKeys.role(role.id), value: role, expect: 0 },
       { op: 'index', index: orgIndexes.roles, member: role.id },
       ...audited(by, 'role.create', role.id, { name: role.name }),
-      ...effectOps(role),
+      ...effectOps(by, role),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('ORG_ROLE_DUPLICATE', `A role named "${body.name}" exists`);
@@ -141,7 +141,7 @@ export class Org {
   }
 
   async createRing(body: Required<Pick<RingBody, 'name'>> & RingBody, by: Principal): Promise<Ring> {
-    const done = committedEffect<Ring>();
+    const done = committedEffect<Ring>(by);
     if (done) return done;
     const members = [...new Set(body.members ?? [])];
     await this.checkIdentities(members);
@@ -153,7 +153,7 @@ export class Org {
       { op: 'index', index: orgIndexes.rings, member: ring.id },
       ...this.memberOps(ring.id, [], members),
       ...audited(by, 'ring.create', ring.id, { name: ring.name }),
-      ...effectOps(ring),
+      ...effectOps(by, ring),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('ORG_RING_DUPLICATE', `A ring named "${body.name}" exists`);
@@ -204,7 +204,7 @@ export class Org {
   }
 
   async createFill(identityId: string, roleId: string, by: Principal): Promise<Fill> {
-    const done = committedEffect<Fill>();
+    const done = committedEffect<Fill>(by);
     if (done) return done;
     const [identity, role] = await this.store.getMany([identityKeys.identity(identityId), orgKeys.role(roleId)]);
     if (!identity) throw new AppError('IDENTITY_NOT_FOUND');
@@ -219,7 +219,7 @@ export class Org {
       { op: 'index', index: orgIndexes.fillersOf(roleId), member: identityId },
       { op: 'index', index: orgIndexes.rolesOf(identityId), member: roleId },
       ...audited(by, 'fill.create', fill.id, { identity_id: identityId, role_id: roleId }),
-      ...effectOps(fill),
+      ...effectOps(by, fill),
     ]);
     refuseLostClaim(res);
     if (!res.ok) {

@@ -116,15 +116,16 @@ export class Reservations {
     const ttl_s = this.ttl(req.ttl_s);
     const paths = this.paths(req.paths);
     const ask: Ask = { project, exclusive, ttl_s, paths, reason: req.reason ?? null };
-    if (!req.idempotency_key) return this.grant(p.identity.id, ask);
+    if (!req.idempotency_key) return this.grant(p, ask);
     const begun = await this.idempotency.begin<ReserveAnswer>(p.identity.id, IDEM_SCOPE, req.idempotency_key, JSON.stringify(ask), mismatch);
     if ('replay' in begun) return begun.replay;
     const claim = begun.claim;
-    return this.idempotency.run(claim, () => this.grant(p.identity.id, ask, claim), () => undefined);
+    return this.idempotency.run(claim, () => this.grant(p, ask, claim), () => undefined);
   }
 
   /** Grants what does not conflict; a claimed idempotency key keeps the answer in the same commit. */
-  private grant(identity: string, { project, exclusive, ttl_s, paths, reason }: Ask, claim?: Claim): Promise<ReserveAnswer> {
+  private grant(p: Principal, { project, exclusive, ttl_s, paths, reason }: Ask, claim?: Claim): Promise<ReserveAnswer> {
+    const identity = p.identity.id;
     return this.rt.serial(lockKey(project), () =>
       this.rt.retry(async () => {
         const lock = await this.rt.store.get<{ n: number }>(lockKey(project));
@@ -144,7 +145,7 @@ export class Reservations {
             value: 'active',
             context: { id: newId(), project, identity, path, exclusive, reason, ttl_s, created_at: iso(at), expires_at: iso(expires), expires_ms: expires, released_at: null, released_by: null, forced: false, fence: ++fence },
           };
-          ops.push(...this.rt.createOps(RESERVATION, rec.context.id, rec));
+          ops.push(...this.rt.createOps(RESERVATION, rec.context.id, rec, p.requestId));
           answer.granted.push(reservationView(rec));
         }
         // the lock's version moves with every grant: a concurrent grant that read the old set fails its commit; its count is the fencing token
@@ -191,13 +192,13 @@ export class Reservations {
 
   async renew(p: Principal, id: string, ttl_s: number | undefined): Promise<Reservation> {
     member(p);
-    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RENEW', by: p.identity.id, ttl_s: this.ttl(ttl_s) });
+    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RENEW', by: p.identity.id, ttl_s: this.ttl(ttl_s) }, { requestId: p.requestId });
     return reservationView(c!.record);
   }
 
   async release(p: Principal, id: string): Promise<Reservation> {
     member(p);
-    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RELEASE', by: p.identity.id });
+    const c = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'RELEASE', by: p.identity.id }, { requestId: p.requestId });
     return reservationView(c!.record);
   }
 
@@ -212,7 +213,7 @@ export class Reservations {
       if (seen !== undefined && clock() - seen <= c.ttl_s * 1000) throw new AppError('RESERVATION_FORCE_DENIED', undefined, { holder: c.identity, last_seen: iso(seen) });
     }
     const audit = auditOps({ actor: p.identity.id, action: 'reservation.force_release', target: id, requestId: p.requestId, details: { holder: c.identity, path: c.path, project: c.project, admin: p.identity.is_admin } });
-    const done = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'FORCE_RELEASE', by: p.identity.id }, { extra: () => audit });
+    const done = await this.rt.send<ReservationContext>(RESERVATION, id, { type: 'FORCE_RELEASE', by: p.identity.id }, { requestId: p.requestId, extra: () => audit });
     return reservationView(done!.record);
   }
 }

@@ -7,7 +7,6 @@
 import { createActor, type AnyActorScope, type AnyStateMachine, type AnyMachineSnapshot, type EventObject } from 'xstate';
 import { AppError, type ErrorCode } from '../errors.js';
 import { now as clock, iso } from '../clock.js';
-import { currentRequestId } from '../context.js';
 import type { Logger } from '../log.js';
 import type { Op, Store, Versioned } from '../store/port.js';
 import { refuseLostClaim } from '../store/idempotency.js';
@@ -65,7 +64,7 @@ export interface ActorKind<C = any> {
    * Ops of other actors' moves that must ride in the commit of this move (re-planned on every attempt), for a
    * consequence that may not be lost to a crash between two commits (a failed federation delivery marks its signal).
    */
-  alongside?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, rt: Runtime): Promise<Op[]>;
+  alongside?(id: string, rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, rt: Runtime, requestId?: string): Promise<Op[]>;
 }
 
 export interface LogAppend {
@@ -92,6 +91,8 @@ export interface SendOptions<C> {
   extra?: (rec: ActorRecord<C>, prev: ActorRecord<C>) => Op[] | Promise<Op[]>;
   /** the stored record the caller has just read: the first attempt starts from it instead of reading again (a stale one fails its version check and is read afresh) */
   loaded?: Versioned<ActorRecord<C>>;
+  /** the request this send serves (the principal's `requestId`), recorded in the transition; none for timers and background work */
+  requestId?: string;
 }
 
 const MAX_RETRIES = 50;
@@ -114,9 +115,9 @@ export const actorKey = (kind: string, id: string) => `actor:${kind}:${id}`;
 export const actorStateIndex = (kind: string, state: string) => `actors:${kind}:${state}`;
 const HISTORY_CAP = 10;
 
-const withHistory = <C>(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, event: string, at: number): ActorRecord<C> => ({
+const withHistory = <C>(rec: ActorRecord<C>, prev: ActorRecord<C> | undefined, event: string, at: number, requestId: string | undefined): ActorRecord<C> => ({
   ...rec,
-  history: [...(prev?.history ?? []).slice(1 - HISTORY_CAP), { event, from: prev ? prev.value : null, to: rec.value, at: iso(at), request_id: currentRequestId() ?? null }],
+  history: [...(prev?.history ?? []).slice(1 - HISTORY_CAP), { event, from: prev ? prev.value : null, to: rec.value, at: iso(at), request_id: requestId ?? null }],
 });
 
 export class Runtime {
@@ -182,10 +183,10 @@ export class Runtime {
     return this.store.getMany<ActorRecord<C>>(ids.map((id) => actorKey(kind, id)));
   }
 
-  /** Ops that create an actor in its initial state with the given context (expect absent). */
-  createOps<C>(kind: string, id: string, record: ActorRecord<C>): Op[] {
+  /** Ops that create an actor in its initial state with the given context (expect absent), for the request `requestId` serves. */
+  createOps<C>(kind: string, id: string, record: ActorRecord<C>, requestId?: string): Op[] {
     const k = this.kind(kind);
-    record = withHistory(record, undefined, 'create', clock());
+    record = withHistory(record, undefined, 'create', clock(), requestId);
     return [
       { op: 'put', key: actorKey(kind, id), value: record, expect: 0 },
       ...indexesOf(k, id, record).map(([index, member]): Op => ({ op: 'index', index, member })),
@@ -210,13 +211,13 @@ export class Runtime {
         if (opts.quiet) return undefined;
         throw new AppError(opts.notFound ?? k.notFound);
       }
-      const move = this.quietly(opts, () => this.move(k, id, cur, stored !== undefined, event));
+      const move = this.quietly(opts, () => this.move(k, id, cur, stored !== undefined, event, opts.requestId));
       if (!move) {
         if (opts.quiet) return undefined;
         throw new AppError(k.invalid);
       }
       const { record, before, ops, claimed } = move;
-      ops.push(...((await k.alongside?.(id, record, before, this)) ?? []), ...((await opts.extra?.(record, cur.value)) ?? []));
+      ops.push(...((await k.alongside?.(id, record, before, this, opts.requestId)) ?? []), ...((await opts.extra?.(record, cur.value)) ?? []));
       const res = await this.store.commit(ops);
       if (res.ok) {
         this.afterCommit(k, id, record, before);
@@ -245,13 +246,13 @@ export class Runtime {
    * deletion removes its membership in the same commit); undefined when the event changes nothing. The caller
    * commits them (a lost version check means: load again and re-plan); listeners and `committed` are not told.
    */
-  moveOps<C>(kind: string, id: string, cur: Versioned<ActorRecord<C>>, event: Record<string, unknown> & { type: string }): { record: ActorRecord<C>; ops: Op[]; claimed: { key: string; code: ErrorCode }[] } | undefined {
-    const m = this.move(this.kind(kind) as ActorKind<C>, id, cur, true, event);
+  moveOps<C>(kind: string, id: string, cur: Versioned<ActorRecord<C>>, event: Record<string, unknown> & { type: string }, requestId?: string): { record: ActorRecord<C>; ops: Op[]; claimed: { key: string; code: ErrorCode }[] } | undefined {
+    const m = this.move(this.kind(kind) as ActorKind<C>, id, cur, true, event, requestId);
     return m && { record: m.record, ops: m.ops, claimed: m.claimed };
   }
 
   /** Runs the event through the machine; a refusal throws its code, no transition answers undefined. */
-  private move<C>(k: ActorKind<C>, id: string, cur: Versioned<ActorRecord<C>>, stored: boolean, event: Record<string, unknown> & { type: string }) {
+  private move<C>(k: ActorKind<C>, id: string, cur: Versioned<ActorRecord<C>>, stored: boolean, event: Record<string, unknown> & { type: string }, requestId: string | undefined) {
     const snap = k.machine.resolveState({ value: cur.value.value, context: cur.value.context as any });
     const at = (event.now as number) ?? clock();
     const [next, actions] = this.steps.get(k.name)!(snap, { ...event, now: at } as EventObject);
@@ -260,7 +261,7 @@ export class Runtime {
     if (next.value === snap.value && next.context === snap.context) return undefined;
     const key = actorKey(k.name, id);
     const before = stored ? cur.value : undefined;
-    const record = withHistory<C>({ value: next.value as string, context: next.context as C }, cur.value, event.type, at);
+    const record = withHistory<C>({ value: next.value as string, context: next.context as C }, cur.value, event.type, at, requestId);
     const ops: Op[] = [
       { op: 'put', key, value: record, expect: cur.version },
       ...diffIndexes(before ? indexesOf(k, id, before) : [], indexesOf(k, id, record)),

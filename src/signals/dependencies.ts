@@ -36,7 +36,7 @@ export function endOf(r: ActorRecord<SignalContext> | undefined): 'completed' | 
  * The moves of the dependants of a task that has just ended, and downstream of each one that becomes blocked;
  * each actor moves once per commit (`seen`).
  */
-export async function dependantOps(rt: Runtime, id: string, rec: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined, seen = new Set<string>([id])): Promise<Op[]> {
+export async function dependantOps(rt: Runtime, id: string, rec: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined, requestId?: string, seen = new Set<string>([id])): Promise<Op[]> {
   const end = endOf(rec);
   if (rec.context.signal_type !== 'task' || !prev || !end || endOf(prev)) return [];
   const stored = await rt.store.get<Dependants>(dependantsKey(id));
@@ -48,10 +48,10 @@ export async function dependantOps(rt: Runtime, id: string, rec: ActorRecord<Sig
   const event = end === 'completed' ? { type: 'DEPENDENCY_COMPLETED', dependency_id: id } : { type: 'DEPENDENCY_FAILED', dependency_id: id, reason: end };
   for (const [i, row] of rows.entries()) {
     if (!row || seen.has(ids[i])) continue;
-    const move = rt.moveOps<SignalContext>(SIGNAL, ids[i], row, event);
+    const move = rt.moveOps<SignalContext>(SIGNAL, ids[i], row, event, requestId);
     if (!move) continue;
     seen.add(ids[i]);
-    ops.push(...move.ops, ...(await dependantOps(rt, ids[i], move.record, row.value, seen)));
+    ops.push(...move.ops, ...(await dependantOps(rt, ids[i], move.record, row.value, requestId, seen)));
   }
   return ops;
 }

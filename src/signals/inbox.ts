@@ -218,7 +218,7 @@ export class Inbox {
       },
       keep: (row) => visible(row.signal.context, row.taker) && !outOfScope(p.key, row.signal.context) && matchesInbox(row, q),
     });
-    const signals = delivers && reader.id === p.identity.id ? await this.signals.markDelivered(res.items.map((r) => r.signal)) : res.items.map((r) => r.signal);
+    const signals = delivers && reader.id === p.identity.id ? await this.signals.markDelivered(res.items.map((r) => r.signal), p.requestId) : res.items.map((r) => r.signal);
     return {
       cursor: res.cursor,
       items: signals.map((s, i) => {
@@ -239,9 +239,9 @@ export class Inbox {
     const signal = await this.signals.load(signalId);
     assertInScope(p.key, signal.context);
     if (action === 'SNOOZE' && (until === undefined || until <= now())) throw new AppError('VALIDATION_INVALID_TYPE', 'until must be a future timestamp', { field: 'until', reason: 'future' });
-    const c = await this.rt.send<ReceiptContext>(RECEIPT, receiptId(p.identity.id, signalId), { type: action, until }, { create: () => newReceipt(p.identity.id, signalId, now()) });
+    const c = await this.rt.send<ReceiptContext>(RECEIPT, receiptId(p.identity.id, signalId), { type: action, until }, { requestId: p.requestId, create: () => newReceipt(p.identity.id, signalId, now()) });
     if (action === 'ACKNOWLEDGE' || action === 'RESOLVE') await this.signals.takeIfRecipient(p, signal.context);
-    if (signal.value === 'pending' && reaches(signal.context, p.identity, await this.reachOf(p.identity.id))) await this.signals.markDelivered([signal]);
+    if (signal.value === 'pending' && reaches(signal.context, p.identity, await this.reachOf(p.identity.id))) await this.signals.markDelivered([signal], p.requestId);
     return receiptView(c!.record, p.identity.id, signalId);
   }
 }

@@ -93,7 +93,7 @@ export const signalKind: ActorKind<SignalContext> = {
   },
   // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
   // and a move into or out of a lease writes its concurrency_key's record there, so the key's limit holds across instances
-  alongside: async (id, rec, prev, rt) => [...(await concurrencyOps(rt, id, rec, prev)), ...(await dependantOps(rt, id, rec, prev))],
+  alongside: async (id, rec, prev, rt, requestId) => [...(await concurrencyOps(rt, id, rec, prev)), ...(await dependantOps(rt, id, rec, prev, requestId))],
   timerEvent: (id, event, rt) => (event === 'ACK_DUE' ? overdueRecipients(rt, id).then((overdue) => ({ overdue })) : Promise.resolve({})),
 };
 

@@ -163,7 +163,7 @@ export class Signals {
    * signal, kept in the commit that created it; another body is 409 IDEMPOTENCY_KEY_REUSED.
    */
   async emit(p: Principal, body: EmitBody): Promise<Signal> {
-    const done = committedEffect<Signal>();
+    const done = committedEffect<Signal>(p);
     if (done) return done;
     const { idempotency_key: key, ...fields } = body;
     if (key === undefined) return this.emitOnce(p, fields);
@@ -211,14 +211,14 @@ export class Signals {
    * in its creating commit, and a redelivery answers the stored copy. The origin's parent maps to our copy of it.
    * `charge`: ops for the copy's commit that count it against the peer's quota (or refuse it).
    */
-  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number, charge?: Charge): Promise<Signal> {
+  async receive(peerId: string, from: string, body: EmitBody, originId: string, hops: number, charge?: Charge, requestId?: string): Promise<Signal> {
     const stored = await this.inboundCopy(peerId, originId);
     if (stored) return signalView(stored);
     const parent = body.parent_id !== undefined ? await this.inboundCopy(peerId, body.parent_id) : undefined;
     const local: EmitBody = { ...body, parent_id: parent?.context.id, depends_on: undefined, not_before: undefined, deadline: undefined, retry_backoff_ms: undefined, retry_backoff_max_ms: undefined, max_attempts: undefined, heartbeat_timeout_ms: undefined, concurrency_key: undefined, concurrency_limit: undefined };
     const route = await this.route(local);
     const federation = { peer_id: peerId, remote_id: originId, direction: 'inbound' as const, hops };
-    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge));
+    return signalView(await this.write(from, local, route, { resources: [], source_org: peerId, federation }, () => this.inboundCopy(peerId, originId), undefined, undefined, charge, requestId));
   }
 
   /** Our copy of the peer's signal `originId`, if it was delivered. */
@@ -237,6 +237,7 @@ export class Signals {
     claim?: Claim,
     emitter?: Principal,
     charge?: Charge,
+    requestId = emitter?.requestId,
   ): Promise<ActorRecord<SignalContext>> {
     const canonical = CANONICAL_TYPES.includes(body.signal_type);
     const recipients = body.ack_required ? await this.ackRecipients(body, route, from) : undefined;
@@ -291,9 +292,9 @@ export class Signals {
       // the delivery to the peer is recorded in the signal's own commit: the outbox
       const outbound = extra.federation?.direction === 'outbound' ? this.federation.deliveryOps(extra.federation.peer_id, 'deliver', id, this.federation.deliverBody(context)) : [];
       // an idempotency_key's answer is kept in the same commit: a retry can never make a second signal
-      const kept = [...(claim ? [this.idempotency.keepOp(claim, signalView(rec))] : []), ...(existing ? [] : effectOps(signalView(rec)))];
+      const kept = [...(claim ? [this.idempotency.keepOp(claim, signalView(rec))] : []), ...(existing ? [] : effectOps(emitter, signalView(rec)))];
       const charged = charge ? await charge(rec) : [];
-      return { result: rec, ops: [...thread.ops, ...(deps?.ops ?? []), ...this.rt.createOps(SIGNAL, id, rec), ...this.receiptOps(context), ...outbound, ...kept, ...charged] };
+      return { result: rec, ops: [...thread.ops, ...(deps?.ops ?? []), ...this.rt.createOps(SIGNAL, id, rec, requestId), ...this.receiptOps(context, requestId), ...outbound, ...kept, ...charged] };
     });
     return body.parent_id === undefined ? write() : this.rt.serial(threadSeqKey(root), write);
   }
@@ -330,10 +331,10 @@ export class Signals {
   }
 
   /** One receipt per recipient, in the emit commit: each carries the due time and its own overdue timer. */
-  private receiptOps(c: SignalContext): Op[] {
+  private receiptOps(c: SignalContext, requestId: string | undefined): Op[] {
     if (!c.ack_required) return [];
     const terms = { ack_due_at: c.ack_due_at ?? null, inbox_member: inboxMember(c) };
-    return (c.ack_recipients ?? []).flatMap((who) => this.rt.createOps<ReceiptContext>(RECEIPT, receiptId(who, c.id), newReceipt(who, c.id, Date.parse(c.created_at), terms)));
+    return (c.ack_recipients ?? []).flatMap((who) => this.rt.createOps<ReceiptContext>(RECEIPT, receiptId(who, c.id), newReceipt(who, c.id, Date.parse(c.created_at), terms), requestId));
   }
 
   /** Each receipt of a signal (every recipient of an acknowledgement-required one); only its sender or an admin may read them. */
@@ -406,7 +407,7 @@ export class Signals {
     const forwarded = cur.context.federation?.direction === 'inbound' && cur.context.task_status === 'open' && cur.value !== 'dead_letter';
     if (forwarded) await this.federation.forwardClaim(cur.context, p.identity.id, lease);
     // after a forwarded claim the record may have moved meanwhile (the origin's answer): read it again
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: lease, claim_token: claimToken }, forwarded ? {} : { loaded: stored });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CLAIM', identity: p.identity.id, lease_ms: lease, claim_token: claimToken }, { requestId: p.requestId, ...(forwarded ? {} : { loaded: stored }) });
     return signalView(c!.record);
   }
 
@@ -419,7 +420,7 @@ export class Signals {
     const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
     assertInScope(p.key, stored.value.context);
     const reported = await this.checkResult(p, stored.value.context, outcome, done);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken, ...reported }, { notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken, ...reported }, { requestId: p.requestId, notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
     return signalView(c!.record);
   }
@@ -448,7 +449,7 @@ export class Signals {
     const cur = stored.value;
     const forwarded = cur.context.federation?.direction === 'inbound' && cur.value === 'leased' && cur.context.claimed_by === p.identity.id;
     if (forwarded) await this.federation.forwardHeartbeat(cur.context, p.identity.id, { lease_ms: event.lease_ms, progress: beat.progress, note: beat.note });
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, event, forwarded ? {} : { loaded: stored });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, event, { requestId: p.requestId, ...(forwarded ? {} : { loaded: stored }) });
     return signalView(c!.record);
   }
 
@@ -480,7 +481,7 @@ export class Signals {
     if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may retry it');
     const details = { previous_reason: cur.context.dead_letter_reason ?? null, delivery_count: cur.context.delivery_count, by_admin: cur.context.from_identity !== p.identity.id };
     const extra = () => auditOps({ actor: p.identity.id, action: 'task.retry', target: signalId, requestId: p.requestId, details });
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RETRY' }, { extra });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RETRY' }, { requestId: p.requestId, extra });
     return signalView(c!.record);
   }
 
@@ -491,7 +492,7 @@ export class Signals {
     assertInScope(p.key, cur.context);
     if (cur.context.from_identity !== p.identity.id && !p.identity.is_admin) throw new AppError('POLICY_DENIED', 'Only the sender of a task or an admin may cancel it');
     const audit = () => auditOps({ actor: p.identity.id, action: 'task.cancel', target: signalId, requestId: p.requestId, details: { by_admin: cur.context.from_identity !== p.identity.id } });
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' }, { extra: (rec) => [...this.cancelToPeer(rec, p.identity.id), ...audit()] });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'CANCEL' }, { requestId: p.requestId, extra: (rec) => [...this.cancelToPeer(rec, p.identity.id), ...audit()] });
     return signalView(c!.record);
   }
 
@@ -504,7 +505,7 @@ export class Signals {
       ...auditOps({ actor: p.identity.id, action: 'task.release', target: signalId, requestId: p.requestId, details }),
       ...this.ackToOrigin(rec, prev, cur.context.claimed_by ?? ''),
     ];
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RELEASE' }, { extra });
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'RELEASE' }, { requestId: p.requestId, extra });
     return signalView(c!.record);
   }
 
@@ -546,12 +547,12 @@ export class Signals {
   }
 
   /** pending → delivered on first read by a recipient; a signal already past pending is left alone. */
-  async markDelivered(records: ActorRecord<SignalContext>[]): Promise<ActorRecord<SignalContext>[]> {
+  async markDelivered(records: ActorRecord<SignalContext>[], requestId?: string): Promise<ActorRecord<SignalContext>[]> {
     return Promise.all(
       records.map(async (r) => {
         if (r.value !== 'pending') return r;
         // a read marks what it shows delivered; a store with no room for the mark still answers the read (the next read marks it)
-        const c = await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'DELIVER' }, { quiet: true }).catch((e: unknown) => {
+        const c = await this.rt.send<SignalContext>(SIGNAL, r.context.id, { type: 'DELIVER' }, { quiet: true, requestId }).catch((e: unknown) => {
           if (isAppError(e) && e.code === 'STORE_FULL') return { record: r };
           throw e;
         });

@@ -14,7 +14,6 @@
  * no effect (and runs again) or the answer, never a second effect.
  */
 import { elapsed } from '../clock.js';
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../errors.js';
 import { sha256 } from '../ids.js';
@@ -54,25 +53,31 @@ export interface Claim {
 export type Begun<A> = { replay: A } | { claim: Claim };
 
 /** The header's records keep their original key; a scope (a body field's owner) gets its own key space. */
-const recordKey = (identity: string, scope: string, key: string) => (scope ? `idem:${identity}:${scope}:${sha256(key)}` : `idem:${identity}:${sha256(key)}`);
+const RECORD_PREFIX = 'idem:';
+const recordKey = (identity: string, scope: string, key: string) => (scope ? `${RECORD_PREFIX}${identity}:${scope}:${sha256(key)}` : `${RECORD_PREFIX}${identity}:${sha256(key)}`);
 const leaseKey = (rec: string) => `${rec}:lease`;
 const member = (expires: number, rec: string) => `${String(expires).padStart(15, '0')}|${rec}`;
 
-/** the header's claim of the request this async chain serves (`IdempotencyRecords.runAttempt`) */
-const attempts = new AsyncLocalStorage<Claim>();
+/** What carries the header's claim through a request: the principal the front end made for it (`runAttempt`). */
+export interface ClaimHolder {
+  claim?: Claim;
+}
 
 /** The effect an earlier attempt of this request committed before it died; the service answers it as is. */
-export const committedEffect = <T>(): T | undefined => attempts.getStore()?.effect as T | undefined;
+export const committedEffect = <T>(by: ClaimHolder | undefined): T | undefined => by?.claim?.effect as T | undefined;
 
 /** The op a service adds to the commit of the effect it answers with `data`, when the request has a claim. */
-export function effectOps(data: unknown): Op[] {
-  const c = attempts.getStore();
+export function effectOps(by: ClaimHolder | undefined, data: unknown): Op[] {
+  const c = by?.claim;
   return c ? [{ op: 'put', key: c.rec, value: { hash: c.hash, created_at: c.at, attempt: c.attempt, effect: data } satisfies Entry<unknown>, expect: c.version }] : [];
 }
 
-/** Refuses a commit that failed on the request's claim: a later attempt took it over, this one must not act. */
+/**
+ * Refuses a commit that failed on an idempotency record: only a claim's own ops (`keepOp`, `effectOps`) write
+ * one with a version check, so a later attempt took the claim over and this one must not act.
+ */
 export function refuseLostClaim(res: CommitResult): void {
-  if (!res.ok && res.conflict === attempts.getStore()?.rec) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
+  if (!res.ok && res.conflict?.startsWith(RECORD_PREFIX)) throw new AppError('IDEMPOTENCY_KEY_IN_PROGRESS');
 }
 
 export class IdempotencyRecords {
@@ -153,9 +158,9 @@ export class IdempotencyRecords {
     return out;
   }
 
-  /** `run` with the claim in the request's scope, for `effectOps` and `committedEffect`. */
-  runAttempt<T, A>(c: Claim, exec: () => Promise<T>, keep: (out: T) => A | undefined): Promise<T> {
-    return this.run(c, () => attempts.run(c, exec), keep);
+  /** `run` handing the claim to `exec`, which gives it to the request's holder for `effectOps` and `committedEffect`. */
+  runAttempt<T, A>(c: Claim, exec: (c: Claim) => Promise<T>, keep: (out: T) => A | undefined): Promise<T> {
+    return this.run(c, () => exec(c), keep);
   }
 
   private async renew(c: Claim, renewal: NodeJS.Timeout): Promise<void> {

@@ -62,8 +62,8 @@ export class Webhooks {
   }
 
   /** The answer carries the secret: the only time it is shown. */
-  async create(by: string, body: Required<Pick<WebhookBody, 'url' | 'events'>> & WebhookBody): Promise<ReturnType<typeof webhookView> & { secret: string }> {
-    const done = committedEffect<ReturnType<typeof webhookView> & { secret: string }>();
+  async create(by: Principal, body: Required<Pick<WebhookBody, 'url' | 'events'>> & WebhookBody): Promise<ReturnType<typeof webhookView> & { secret: string }> {
+    const done = committedEffect<ReturnType<typeof webhookView> & { secret: string }>(by);
     if (done) return done;
     const t = iso();
     const since = Object.fromEntries(await Promise.all(OUTBOX_LOGS.map(async (l) => [l, await this.store.lastSeq(l)] as const)));
@@ -75,7 +75,7 @@ export class Webhooks {
       active: body.active ?? true,
       secret: body.secret !== undefined ? this.checkSecret(body.secret) : newSecret(),
       since,
-      created_by: by,
+      created_by: by.identity.id,
       created_at: t,
       updated_at: t,
     };
@@ -83,7 +83,7 @@ export class Webhooks {
     const res = await this.store.commit([
       { op: 'put', key: webhookKeys.webhook(w.id), value: w, expect: 0 },
       { op: 'index', index: webhookIndexes.all, member: w.id },
-      ...effectOps(answer),
+      ...effectOps(by, answer),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'webhook id collision');
@@ -146,10 +146,10 @@ export class Webhooks {
   }
 
   async replay(by: Principal, deliveryId: string): Promise<Delivery> {
-    const replayed = committedEffect<Delivery>();
+    const replayed = committedEffect<Delivery>(by);
     if (replayed) return replayed;
     const audit = (rec: ActorRecord<DeliveryContext>) => auditOps({ actor: by.identity.id, action: 'webhook.replay', target: deliveryId, requestId: by.requestId, details: { webhook_id: rec.context.webhook_id, event: rec.context.event } });
-    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' }, { extra: (rec) => [...effectOps(deliveryView(rec)), ...audit(rec)] });
+    const done = await this.rt.send<DeliveryContext>(DELIVERY, deliveryId, { type: 'REPLAY' }, { requestId: by.requestId, extra: (rec) => [...effectOps(by, deliveryView(rec)), ...audit(rec)] });
     return deliveryView(done!.record);
   }
 }

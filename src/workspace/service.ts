@@ -96,13 +96,13 @@ export class Workspace {
 
   async createFolder(p: Principal, f: FileFields): Promise<WorkspaceItem> {
     requireMember(p);
-    const done = committedEffect<WorkspaceItem>();
+    const done = committedEffect<WorkspaceItem>(p);
     if (done) return done;
     const item = this.newItem(p, 'folder', f);
     return this.rt.retry(async () => {
       const pins = await this.lineage(item.parent_id);
       await this.nameFree(item.parent_id, item.name);
-      return { result: item, ops: [...pins, ...this.createOps(item), ...effectOps(item)] };
+      return { result: item, ops: [...pins, ...this.createOps(item), ...effectOps(p, item)] };
     });
   }
 
@@ -316,7 +316,7 @@ export class Workspace {
   async upload(p: Principal, f: FileFields, content: Readable, contentType: string): Promise<WorkspaceItem> {
     requireMember(p);
     // an earlier attempt of this request that died after its commit: its file is the answer
-    const done = committedEffect<WorkspaceItem>();
+    const done = committedEffect<WorkspaceItem>(p);
     if (done) return done;
     const item = this.newItem(p, 'file', f);
     // refuse before reading a byte when the target is wrong; the commit checks again
@@ -328,7 +328,7 @@ export class Workspace {
       await this.nameFree(item.parent_id, item.name);
       const rev = this.revision(p, item, stored, contentType);
       const file = withRevision(item, rev);
-      return { result: file, ops: [...pins, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file), ...effectOps(file)] };
+      return { result: file, ops: [...pins, ...this.createOps(file), ...this.revisionOps(rev), fileUpdated(file), ...effectOps(p, file)] };
     });
   }
 

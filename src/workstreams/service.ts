@@ -83,14 +83,14 @@ export class Workstreams {
 
   async create(p: Principal, b: Required<Pick<WorkstreamBody, 'name'>> & WorkstreamBody): Promise<Workstream> {
     requireMember(p);
-    const done = committedEffect<Workstream>();
+    const done = committedEffect<Workstream>(p);
     if (done) return done;
     const t = iso();
     const w: Workstream = { id: newId(), name: b.name, description: b.description ?? '', status: b.status ?? 'active', tags: b.tags ?? [], links: [], created_by: p.identity.id, created_at: t, updated_at: t };
     const res = await this.store.commit([
       { op: 'put', key: workstreamKeys.workstream(w.id), value: w, expect: 0 },
       { op: 'index', index: workstreamIndexes.all, member: w.id },
-      ...effectOps(w),
+      ...effectOps(p, w),
     ]);
     refuseLostClaim(res);
     if (!res.ok) throw new AppError('INTERNAL_SERVER_ERROR', 'workstream id collision');
@@ -131,7 +131,7 @@ export class Workstreams {
   /** Links a resource that exists and the caller may see; linking it again changes nothing. */
   async link(p: Principal, id: string, kind: LinkKind, targetId: string): Promise<Workstream> {
     requireMember(p);
-    const done = committedEffect<Workstream>();
+    const done = committedEffect<Workstream>(p);
     if (done) return done;
     await this.load(id);
     if (kind === 'workstream' && targetId === id) throw new AppError('WORKSTREAM_VALIDATION_FAILED', 'A workstream cannot link itself', { field: 'id' });
@@ -144,7 +144,7 @@ export class Workstreams {
       if (cur.value.links.length >= MAX_LINKS) throw new AppError('WORKSTREAM_VALIDATION_FAILED', `A workstream holds at most ${MAX_LINKS} links`, { field: 'links' });
       const t = iso();
       const next: Workstream = { ...cur.value, links: [...cur.value.links, { kind, id: targetId, linked_by: p.identity.id, linked_at: t }], updated_at: t };
-      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next), ...effectOps(next)] };
+      return { result: next, ops: [{ op: 'put', key: workstreamKeys.workstream(id), value: next, expect: cur.version }, updated(next), ...effectOps(p, next)] };
     });
   }
 

@@ -6,8 +6,9 @@
  * release, not a lease renewal). The retry, once the dead attempt's lease lapsed, must answer the route's own
  * status and write nothing but idempotency records (no second effect), and a further retry replays it.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { effectOps } from '../../src/store/idempotency.js';
+import { IdempotencyRecords, type Claim } from '../../src/store/idempotency.js';
 import type { Op, Store } from '../../src/store/port.js';
 import { upload } from '../helpers/blobs.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
@@ -22,10 +23,20 @@ interface Attempt {
   attempt: string;
 }
 
-/** The Idempotency-Key attempt the calling async chain runs in: its claim op names the record and the attempt. */
+/**
+ * The Idempotency-Key attempt the calling async chain runs in. The service hands each attempt's claim to its
+ * handler explicitly; the harness follows the attempt's async chain itself, so that it can tell the dead
+ * attempt's later commits from its retry's.
+ */
+const attempts = new AsyncLocalStorage<Claim>();
+const runAttempt = IdempotencyRecords.prototype.runAttempt;
+IdempotencyRecords.prototype.runAttempt = function (this: IdempotencyRecords, c: Claim, exec: (c: Claim) => Promise<unknown>, keep: (out: unknown) => unknown) {
+  return runAttempt.call(this, c, (claim) => attempts.run(claim, () => exec(claim)), keep);
+} as typeof runAttempt;
+
 function attemptHere(): Attempt | undefined {
-  const [op] = effectOps(null);
-  return op?.op === 'put' ? { rec: op.key, attempt: (op.value as { attempt: string }).attempt } : undefined;
+  const c = attempts.getStore();
+  return c && { rec: c.rec, attempt: c.attempt };
 }
 
 const isIdem = (op: Op) => ('key' in op && op.key.startsWith('idem:')) || (op.op === 'index' && op.index.startsWith('idem:'));

@@ -225,13 +225,13 @@ for (const backend of BACKENDS) {
       const idem = new Idempotency(svc.store, 60_000, 300);
       const effect = { id: 'made-once' };
       let ran = 0;
-      const first = idem.once('someone', 'k-effect', 'req', async () => {
-        await svc.store.commit(effectOps(effect));
+      const first = idem.once('someone', 'k-effect', 'req', async (claim) => {
+        await svc.store.commit(effectOps({ claim }, effect));
         throw new Error('the attempt ends after its effect committed');
       });
       await expect(first).rejects.toThrow('after its effect');
       // the retry re-enters the handler, which answers the committed effect instead of acting again
-      const retry = await idem.once('someone', 'k-effect', 'req', async () => ({ status: 201, data: committedEffect() ?? { ran: ++ran } }));
+      const retry = await idem.once('someone', 'k-effect', 'req', async (claim) => ({ status: 201, data: committedEffect({ claim }) ?? { ran: ++ran } }));
       expect(retry).toEqual({ status: 201, data: effect });
       expect(ran).toBe(0);
       expect((await idem.once('someone', 'k-effect', 'req', async () => ({ status: 201, data: { ran: ++ran } }))).data).toEqual(effect);

@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
 import { metricValue, scrape } from '../helpers/metrics.js';
+import { PushSocket } from '../helpers/push.js';
 import { BACKENDS, serversOn } from '../helpers/server.js';
 import { emitOk, expectError, expectOk, waitFor } from './support.js';
 
@@ -116,5 +117,55 @@ describe.each(BACKENDS)('actor inspection on %s', (backend) => {
     // counted once the commit has returned to the timer loop, which may be just after readers see it
     const expiries = async () => metricValue(await scrape(svc.url), 'svc_lease_expiries_total') - metricValue(before, 'svc_lease_expiries_total');
     expect(await waitFor('the lease expiry counted', expiries, (n) => n >= 1)).toBe(1);
+  });
+  it('records on every transition a request makes that request id, whatever surface carried it, and the moves its commit carries', async () => {
+    const last = async (kind: string, id: string) => expectOk(await root.client.get(`/admin/actors/${kind}/${id}`)).transitions[0];
+    const rid = (r: { body: { meta: { request_id: string } } }) => r.body.meta.request_id;
+    const first = await emitOk(root, { signal_type: 'task', content: 'first', to_identity: worker.id });
+    const then = await emitOk(root, { signal_type: 'task', content: 'then', to_identity: worker.id, depends_on: [first.id] });
+    const claimed = await worker.client.post('/claim', { signal_id: first.id });
+    expect(await last('signal', first.id)).toMatchObject({ event: 'CLAIM', request_id: rid(claimed) });
+    const beat = await worker.client.post(`/tasks/${first.id}/heartbeat`, { lease_ms: 60_000 });
+    expect(await last('signal', first.id)).toMatchObject({ event: 'HEARTBEAT', request_id: rid(beat) });
+    // the ack's commit moves the dependant too: both transitions are the ack's
+    const acked = await worker.client.post('/ack', { signal_id: first.id, outcome: 'completed' });
+    expect(await last('signal', first.id)).toMatchObject({ event: 'ACK', request_id: rid(acked) });
+    expect(await last('signal', then.id)).toMatchObject({ event: 'DEPENDENCY_COMPLETED', request_id: rid(acked) });
+
+    // a read that marks a pending signal delivered
+    const note = await emitOk(root, { signal_type: 'pulse', content: 'read me', to_identity: worker.id });
+    const read = await worker.client.get(`/inbox/@worker`);
+    expect(await last('signal', note.id)).toMatchObject({ event: 'DELIVER', request_id: rid(read) });
+
+    const held = await emitOk(root, { signal_type: 'task', content: 'held', to_identity: worker.id });
+    expectOk(await worker.client.post('/claim', { signal_id: held.id }));
+    const released = await root.client.post(`/tasks/${held.id}/release`);
+    expect(await last('signal', held.id)).toMatchObject({ event: 'RELEASE', request_id: rid(released) });
+    const cancelled = await root.client.post(`/tasks/${held.id}/cancel`);
+    expect(await last('signal', held.id)).toMatchObject({ event: 'CANCEL', request_id: rid(cancelled) });
+
+    const reserved = await worker.client.post('/reservations', { paths: ['src/**'], project: 'history', ttl_s: 3600 });
+    const reservation = expectOk(reserved).granted[0].id;
+    expect(await last('reservation', reservation)).toMatchObject({ event: 'create', request_id: rid(reserved) });
+    const renewed = await worker.client.post(`/reservations/${reservation}/renew`, { ttl_s: 60 });
+    expect(await last('reservation', reservation)).toMatchObject({ event: 'RENEW', request_id: rid(renewed) });
+
+    // JSON-RPC: the request id is the HTTP request's (its x-request-id header)
+    const viaRpc = await emitOk(root, { signal_type: 'task', content: 'by rpc', to_identity: worker.id });
+    const r = await fetch(`${svc.url}/rpc`, { method: 'POST', headers: { authorization: `Bearer ${worker.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks.claim', params: { signal_id: viaRpc.id } }) });
+    expect(((await r.json()) as { result?: unknown }).result).toBeDefined();
+    expect(await last('signal', viaRpc.id)).toMatchObject({ event: 'CLAIM', request_id: r.headers.get('x-request-id') });
+
+    // a socket op is a request of its own: a request id of its own, not null
+    const viaSocket = await emitOk(root, { signal_type: 'task', content: 'by socket', to_identity: worker.id });
+    const sock = await PushSocket.open(svc.url, worker.key);
+    try {
+      await sock.ok('claim', { signal_id: viaSocket.id });
+    } finally {
+      await sock.close();
+    }
+    const bySocket = await last('signal', viaSocket.id);
+    expect(bySocket).toMatchObject({ event: 'CLAIM', request_id: expect.stringMatching(/^req_/) });
+    expect(bySocket.request_id).not.toBe(r.headers.get('x-request-id'));
   });
 });
