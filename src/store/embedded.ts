@@ -31,6 +31,21 @@ const pad = (n: number) => String(Math.max(0, Math.floor(n))).padStart(16, '0');
 /** Bytewise (UTF-8) order, as LMDB sorts keys; JS `<` compares UTF-16 code units, which differs above U+FFFF. */
 const cmpBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
+/** `{v, d}` as msgpackr writes it without records: map16 of 2 entries, then the key "v" (`de 0002 a1 76`). */
+const HEAD = Buffer.from([0xde, 0x00, 0x02, 0xa1, 0x76]);
+
+/** The version a stored record starts with, when it is laid out as this build writes it and the version an unsigned int. */
+export function headVersion(b: Buffer): number | undefined {
+  if (b.length < HEAD.length + 1 || HEAD.compare(b, 0, HEAD.length) !== 0) return undefined;
+  const at = HEAD.length;
+  const t = b[at];
+  if (t <= 0x7f) return t;
+  if (t === 0xcc && b.length > at + 1) return b[at + 1];
+  if (t === 0xcd && b.length > at + 2) return b.readUInt16BE(at + 1);
+  if (t === 0xce && b.length > at + 4) return b.readUInt32BE(at + 1);
+  return undefined;
+}
+
 type Applied = { ok: true; seqs: number[]; published: [string, LogEntry][] } | { ok: false; conflict: string };
 
 interface Rec {
@@ -81,6 +96,12 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
     const r = recs.get(k);
     return r ? { version: r.v, value: r.d as T } : undefined;
   };
+  /** A record's version read off its head, without decoding its value (a signal's is ~2 KB); an earlier build's layout is decoded. */
+  const storedVersion = (key: string): number => {
+    const k = K(key);
+    const raw = recs.getBinaryFast(k);
+    return raw === undefined ? 0 : (headVersion(raw) ?? recs.get(k)?.v ?? 0);
+  };
   const bump = (d: Database<number, Buffer>, key: string, by: number): number => {
     const n = (d.get(K(key)) ?? 0) + by;
     d.putSync(K(key), n);
@@ -102,11 +123,11 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
       const k = o.op === 'index' ? o.index + SEP + o.member : o.op === 'append' ? o.log + SEP + pad(0) : o.op === 'timer' ? pad(0) + SEP + o.key : o.key;
       if (Buffer.byteLength(k) > MAX_KEY_BYTES) return new Error(`store key too long (${Buffer.byteLength(k)} bytes)`);
     }
-    // a record is decoded whole to read its version: once per key and list, the check and the put sharing it
+    // once per key and list, the check and the put sharing it
     const versions = new Map<string, number>();
     const version = (key: string): number => {
       let v = versions.get(key);
-      if (v === undefined) versions.set(key, (v = recs.get(K(key))?.v ?? 0));
+      if (v === undefined) versions.set(key, (v = storedVersion(key)));
       return v;
     };
     for (const o of ops) {

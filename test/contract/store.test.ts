@@ -844,6 +844,26 @@ describe('embedded: value encoding', () => {
       await s.close();
     }
   });
+
+  it("checks a version read off the record's head, without decoding its value, at every width msgpack gives it", async () => {
+    const dir = await tempDir('store-head');
+    dirs.push(dir);
+    const widths = [1, 127, 128, 255, 256, 65_535, 65_536, 2 ** 32 - 1, 2 ** 32];
+    const raw = openLmdb({ path: dir, noSubdir: false, maxDbs: 16, useRecords: false } as never);
+    const recs = raw.openDB({ name: 'recs', keyEncoding: 'binary' } as never);
+    for (const v of widths) await recs.put(Buffer.from(`w${v}`), { v, d: value });
+    await raw.close();
+    const s = await openEmbeddedStore(dir);
+    try {
+      for (const v of widths) {
+        expect(await s.commit([{ op: 'put', key: `w${v}`, value: 'next', expect: v - 1 }])).toEqual({ ok: false, conflict: `w${v}` });
+        expect(await s.commit([{ op: 'put', key: `w${v}`, value: 'next', expect: v }])).toEqual({ ok: true, seqs: [] });
+        expect(await s.get(`w${v}`)).toEqual({ version: v + 1, value: 'next' });
+      }
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 describe('embedded: data format marker', () => {
