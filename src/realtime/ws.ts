@@ -200,14 +200,15 @@ class Connection implements Subscriber {
     if (this.ws.getBufferedAmount() > this.limits.answer || this.send(f) === DROPPED) this.tooSlow();
   }
 
-  error(id: unknown, e: unknown): void {
-    if (clientError(e).hidden) this.rt.log.error({ err: e }, 'websocket op failed');
-    this.frame({ type: 'error', id: id ?? null, error: errorBody(e, requestId(), this.rt.docsBase).error });
+  /** `rid`: the op's own request id, the one its transitions and its log line carry */
+  error(id: unknown, e: unknown, rid = requestId()): void {
+    if (clientError(e).hidden) this.rt.log.error({ err: e, request_id: rid }, 'websocket op failed');
+    this.frame({ type: 'error', id: id ?? null, error: errorBody(e, rid, this.rt.docsBase).error });
   }
 
-  fatal(code: number, e: AppError): void {
+  fatal(code: number, e: AppError, rid = requestId()): void {
     if (this.closed) return;
-    this.send({ type: 'error', id: null, error: errorBody(e, requestId(), this.rt.docsBase).error });
+    this.send({ type: 'error', id: null, error: errorBody(e, rid, this.rt.docsBase).error });
     this.closed = true;
     this.credential.close();
     this.drain.close();
@@ -293,16 +294,17 @@ class Connection implements Subscriber {
 
   private async op(msg: Record<string, unknown>): Promise<void> {
     const { op, id, ...body } = msg;
+    const rid = requestId();
     try {
-      const p: Principal = { ...(await principalForKey(this.rt.store, this.key, false)), requestId: requestId() };
+      const p: Principal = { ...(await principalForKey(this.rt.store, this.key, false)), requestId: rid };
       this.credential.adopt(p);
       await this.rt.limits.consume(p);
       const data = await this.run(p, op, body);
       this.frame({ type: 'result', id: id ?? null, data });
     } catch (e) {
-      if (isAppError(e) && e.code.startsWith('AUTH_KEY_')) return this.fatal(CLOSE.unauthorized, e);
-      if (isAppError(e) && e.code === 'POLICY_MEMBERSHIP_REQUIRED') return this.fatal(CLOSE.forbidden, e);
-      this.error(id, e);
+      if (isAppError(e) && e.code.startsWith('AUTH_KEY_')) return this.fatal(CLOSE.unauthorized, e, rid);
+      if (isAppError(e) && e.code === 'POLICY_MEMBERSHIP_REQUIRED') return this.fatal(CLOSE.forbidden, e, rid);
+      this.error(id, e, rid);
     }
   }
 
