@@ -64,6 +64,16 @@ export async function openRedisVectorIndex(o: { url: string; prefix: string; dim
       'vec', 'VECTOR', 'HNSW', '10', 'TYPE', 'FLOAT32', 'DIM', String(o.dim), 'DISTANCE_METRIC', 'COSINE', 'M', '16', 'EF_CONSTRUCTION', '100',
     ]);
   }
+  // FT.CREATE starts a background scan of the whole keyspace. A hash written while it runs is indexed on write and
+  // again when the scan reaches it, under a new doc id; the old postings stay until GC, so each term's document
+  // count exceeds num_docs, RediSearch 2.6's IDF (logb(1 + N/n)) drops to 0, every BM25 score is 0 and the order
+  // falls back to doc ids. num_docs is short while it runs too. So the index is handed out once the scan is done.
+  for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
+    const info = (await send(['FT.INFO', index])) as unknown[];
+    const i = info.indexOf('indexing');
+    if (i < 0 || Number(info[i + 1]) === 0) break;
+    await new Promise((r) => setTimeout(r, wait));
+  }
 
   const blob = (v: Float32Array) => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
   const idOf = (key: string) => key.slice(keyPrefix.length);

@@ -5,6 +5,7 @@
  * ranking, and recall@10 of the HNSW indexes against exact search on 20k random vectors.
  */
 import { randomBytes } from 'node:crypto';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { normalize } from '../../src/embedding/provider.js';
 import { openEmbeddedVectorIndex } from '../../src/vector/embedded.js';
@@ -116,6 +117,39 @@ describe.each(ADAPTERS)('vector index: $name', (a) => {
     expect(hits[0].score).toBeGreaterThan(hits[1].score);
     expect((await idx.keyword('Friday!', { namespaces: ['org'] }, 10)).map((h) => h.id).sort()).toEqual(['k1', 'k3']);
     expect(await idx.keyword('...', { namespaces: ['org'] }, 10)).toEqual([]);
+  });
+});
+
+describe('vector index: redisearch over a keyspace that is not empty', () => {
+  it('is handed out once FT.CREATE\'s background scan is done: documents written at once are indexed once, ranked by BM25', async () => {
+    // the scan walks every key of the db; a hash written before it gets there is indexed twice, and the stale
+    // postings (until GC) push each term's document count past num_docs: IDF 0, every score 0, order by doc id
+    const c = createClient({ url: redis.url });
+    await c.connect();
+    const fillers = Array.from({ length: 5000 }, (_, i) => `filler:${i}`);
+    try {
+      await c.mSet(fillers.map((k) => [k, 'x'] as [string, string]));
+      const prefix = 'v' + randomBytes(4).toString('hex');
+      const idx = track(await openRedisVectorIndex({ url: redis.url, prefix, dim: 4 }));
+      await idx.upsert([
+        doc('k1', null, { content: 'the deploy pipeline broke on friday' }),
+        doc('k2', null, { content: 'deploy pipeline pipeline deploy notes' }),
+        doc('k3', null, { content: 'lunch menu for friday' }),
+      ]);
+      // let any scan still running finish, so a scan that indexes them again shows here
+      const info = async () => {
+        const r = (await c.sendCommand(['FT.INFO', `${prefix}:{main}:memidx:4`])) as unknown[];
+        return (field: string) => Number(r[r.indexOf(field) + 1]);
+      };
+      while ((await info())('indexing') !== 0) await new Promise((r) => setTimeout(r, 10));
+      expect((await info())('max_doc_id')).toBe(3);
+      const hits = await idx.keyword('deploy pipeline', { namespaces: ['org'] }, 10);
+      expect(hits.map((h) => h.id)).toEqual(['k2', 'k1']);
+      expect(hits[0].score).toBeGreaterThan(hits[1].score);
+    } finally {
+      await c.unlink(fillers);
+      await c.close();
+    }
   });
 });
 
