@@ -12,6 +12,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, startRedis, tempDir, waitExit } from '../test/helpers/redis.js';
 import { Socket } from 'node:net';
+import WebSocket from 'ws';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -201,4 +202,38 @@ export async function main(fn: () => Promise<void>): Promise<never> {
     await cleanupAll();
   }
   process.exit(failed ? 1 : 0);
+}
+
+/** Sockets opened again because the service closed them before their welcome (`openWelcomed`). */
+export const socketRetries = { count: 0 };
+
+/**
+ * Opens a socket on `/ws` and resolves once its welcome arrived; `onFrame` is told every later frame with the time
+ * it arrived. A socket that closes before its welcome never opened (uWebSockets.js now and then closes one inside
+ * an upgrade finished after an await; `docs/realtime.md`), so it is opened again, as a client does (3 tries).
+ */
+export function openWelcomed(httpUrl: string, key: string, label: string, onFrame: (f: any, at: number) => void, attempt = 1): Promise<WebSocket> {
+  return new Promise<WebSocket>((resolve, reject) => {
+    let welcomed = false;
+    const ws = new WebSocket(httpUrl.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${key}` } });
+    const timer = setTimeout(() => reject(new Error(`${label} had no welcome in 60 s (state ${ws.readyState})`)), 60_000);
+    ws.on('message', (data) => {
+      const at = performance.now();
+      const f = JSON.parse(data.toString());
+      if (welcomed) return onFrame(f, at);
+      if (f.type !== 'welcome') return;
+      welcomed = true;
+      clearTimeout(timer);
+      resolve(ws);
+    });
+    ws.on('error', () => undefined);
+    ws.on('close', (code) => {
+      if (welcomed) return;
+      clearTimeout(timer);
+      if (attempt >= 3) return reject(new Error(`${label} closed (${code}) before its welcome, ${attempt} times`));
+      socketRetries.count++;
+      process.stderr.write(`${label} closed (${code}) before its welcome; opening it again\n`);
+      setTimeout(() => openWelcomed(httpUrl, key, label, onFrame, attempt + 1).then(resolve, reject), 200);
+    });
+  });
 }

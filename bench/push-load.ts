@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Agent, request } from 'node:http';
 import WebSocket from 'ws';
-import { intEnv, percentile } from './lib.js';
+import { intEnv, openWelcomed, percentile, socketRetries } from './lib.js';
 
 interface Target {
   id: string;
@@ -35,34 +35,11 @@ const waiting = new Map<string, (at: number, socket: number) => void>();
 /** push frames (`signal` and `signal.updated`) all sockets received: the fan-out each emit costs */
 let pushFrames = 0;
 
-let socketRetries = 0;
-
-/** Opens one socket and waits for its welcome; a socket the service closes first is opened again (3 tries). */
-function open(t: Target, n: number, attempt = 1): Promise<WebSocket> {
-  return new Promise<WebSocket>((resolve, reject) => {
-    let welcomed = false;
-    const ws = new WebSocket(t.url.replace(/^http/, 'ws') + '/ws', { headers: { authorization: `Bearer ${t.key}` } });
-    const timer = setTimeout(() => reject(new Error(`socket ${n} had no welcome in 60 s (state ${ws.readyState})`)), 60_000);
-    ws.on('message', (data) => {
-      const at = performance.now();
-      const f = JSON.parse(data.toString()) as { type: string; signal?: { content: string } };
-      if (f.type === 'welcome') {
-        welcomed = true;
-        clearTimeout(timer);
-        return resolve(ws);
-      }
-      if (f.type === 'signal' || f.type === 'signal.updated') pushFrames++;
-      if (f.type === 'signal' && f.signal) waiting.get(f.signal.content)?.(at, n);
-    });
-    ws.on('error', () => undefined);
-    ws.on('close', (code) => {
-      if (welcomed) return;
-      clearTimeout(timer);
-      if (attempt >= 3) return reject(new Error(`socket ${n} closed (${code}) before its welcome, ${attempt} times`));
-      socketRetries++;
-      process.stderr.write(`socket ${n} closed (${code}) before its welcome; opening it again\n`);
-      setTimeout(() => open(t, n, attempt + 1).then(resolve, reject), 200);
-    });
+/** One socket per target, its push frames counted and matched to their emits. */
+function open(t: Target, n: number): Promise<WebSocket> {
+  return openWelcomed(t.url, t.key, `socket ${n}`, (f: { type: string; signal?: { content: string } }, at) => {
+    if (f.type === 'signal' || f.type === 'signal.updated') pushFrames++;
+    if (f.type === 'signal' && f.signal) waiting.get(f.signal.content)?.(at, n);
   });
 }
 
@@ -244,5 +221,5 @@ const sockets = await openAll();
 const out = mode === 'fanout' ? await fanout(sockets.length) : mode === 'nats-tail' ? await natsTail() : await tail(targets.length, serviceSend);
 for (const ws of sockets) ws.terminate();
 agent.destroy();
-console.log(JSON.stringify(targets.length ? { ...out, socket_retries: socketRetries } : out));
+console.log(JSON.stringify(targets.length ? { ...out, socket_retries: socketRetries.count } : out));
 process.exit(0);

@@ -13,7 +13,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { intEnv } from './lib.js';
+import { intEnv, openWelcomed, socketRetries } from './lib.js';
 
 const N = intEnv('TASKS_N', 10_000, 1);
 const WORKERS = intEnv('TASKS_WORKERS', 50, 1);
@@ -202,7 +202,6 @@ const STALL_MS = intEnv('TASKS_STALL_MS', 60_000, 1);
  * stops at the last done's result; exactly once: every task given once and completed once.
  */
 async function socket(): Promise<object> {
-  const { default: WebSocket } = await import('ws');
   const keys = (JSON.parse(readFileSync(process.env.TASKS_KEYS!, 'utf8')) as string[]).slice(0, intEnv('TASKS_SOCKETS', 5, 1));
   const given = new Map<string, number>();
   const done = new Map<string, number>();
@@ -212,32 +211,24 @@ async function socket(): Promise<object> {
   let stall!: (e: Error) => void;
   const finished = new Promise<void>((resolve, reject) => ((finish = resolve), (stall = reject)));
   let lastDone = 0;
-  const url = process.env.TASKS_URL!.replace(/^http/, 'ws') + '/ws';
   const sockets = await Promise.all(
-    keys.map(
-      (key, i) =>
-        new Promise<InstanceType<typeof WebSocket>>((resolve, reject) => {
-          const ws = new WebSocket(url, { headers: { authorization: `Bearer ${key}` } });
-          ws.on('message', (raw) => {
-            const f = JSON.parse(raw.toString());
-            if (f.type === 'welcome') return resolve(ws);
-            if (f.type === 'task') {
-              given.set(f.signal.id, (given.get(f.signal.id) ?? 0) + 1);
-              return ws.send(JSON.stringify({ op: 'done', id: f.signal.id, signal_id: f.signal.id, claim_token: f.claim_token }));
-            }
-            if (f.type === 'error') {
-              failures++;
-              if (errors.length < 3) errors.push(f);
-            }
-            if (f.type !== 'result' || f.data?.task_status !== 'completed') return;
-            done.set(f.data.id, (done.get(f.data.id) ?? 0) + 1);
-            lastDone = performance.now();
-            if (done.size === N) finish();
-          });
-          ws.on('error', reject);
-          void i;
-        }),
-    ),
+    keys.map(async (key, i) => {
+      const ws = await openWelcomed(process.env.TASKS_URL!, key, `socket ${i}`, (f) => {
+        if (f.type === 'task') {
+          given.set(f.signal.id, (given.get(f.signal.id) ?? 0) + 1);
+          return ws.send(JSON.stringify({ op: 'done', id: f.signal.id, signal_id: f.signal.id, claim_token: f.claim_token }));
+        }
+        if (f.type === 'error') {
+          failures++;
+          if (errors.length < 3) errors.push(f);
+        }
+        if (f.type !== 'result' || f.data?.task_status !== 'completed') return;
+        done.set(f.data.id, (done.get(f.data.id) ?? 0) + 1);
+        lastDone = performance.now();
+        if (done.size === N) finish();
+      });
+      return ws;
+    }),
   );
   const slots = keys.map((_, i) => Math.floor(WORKERS / keys.length) + (i < WORKERS % keys.length ? 1 : 0));
   const start = performance.now();
@@ -253,7 +244,7 @@ async function socket(): Promise<object> {
   const seconds = (performance.now() - start) / 1000;
   for (const ws of sockets) ws.close();
   const twice = [...done.values(), ...given.values()].filter((n) => n > 1).length;
-  return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), sockets: keys.length, slots, failures, twice, exactly_once: done.size === N && given.size === N && twice === 0 };
+  return { tasks: done.size, seconds: +seconds.toFixed(2), tasks_per_s: +(done.size / seconds).toFixed(1), sockets: keys.length, socket_retries: socketRetries.count, slots, failures, twice, exactly_once: done.size === N && given.size === N && twice === 0 };
 }
 
 const modes: Record<string, () => Promise<object>> = { produce, bullmq, http, next: () => next(), loop: () => next(true), nats, socket };
