@@ -35,7 +35,7 @@ const cmpBytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer
 const HEAD = Buffer.from([0xde, 0x00, 0x02, 0xa1, 0x76]);
 
 /** The version a stored record starts with, when it is laid out as this build writes it and the version an unsigned int. */
-export function headVersion(b: Buffer): number | undefined {
+function headVersion(b: Buffer): number | undefined {
   if (b.length < HEAD.length + 1 || HEAD.compare(b, 0, HEAD.length) !== 0) return undefined;
   const at = HEAD.length;
   const t = b[at];

@@ -53,6 +53,12 @@ export async function openRedisVectorIndex(o: { url: string; prefix: string; dim
   client.on('error', () => {});
   await client.connect();
   const send = (args: (string | Buffer)[]) => client.sendCommand(args) as Promise<unknown>;
+  /** one numeric field of FT.INFO; undefined when this module's FT.INFO has none */
+  const infoField = async (field: string): Promise<number | undefined> => {
+    const info = (await send(['FT.INFO', index])) as unknown[];
+    const i = info.indexOf(field);
+    return i < 0 ? undefined : Number(info[i + 1]);
+  };
 
   const existing = (await send(['FT._LIST'])) as string[];
   if (!existing.includes(index)) {
@@ -69,9 +75,7 @@ export async function openRedisVectorIndex(o: { url: string; prefix: string; dim
   // count exceeds num_docs, RediSearch 2.6's IDF (logb(1 + N/n)) drops to 0, every BM25 score is 0 and the order
   // falls back to doc ids. num_docs is short while it runs too. So the index is handed out once the scan is done.
   for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
-    const info = (await send(['FT.INFO', index])) as unknown[];
-    const i = info.indexOf('indexing');
-    if (i < 0 || Number(info[i + 1]) === 0) break;
+    if (((await infoField('indexing')) ?? 0) === 0) break;
     await new Promise((r) => setTimeout(r, wait));
   }
 
@@ -120,8 +124,7 @@ export async function openRedisVectorIndex(o: { url: string; prefix: string; dim
       return hits;
     },
     async size() {
-      const info = (await send(['FT.INFO', index])) as unknown[];
-      return Number(info[info.indexOf('num_docs') + 1]);
+      return (await infoField('num_docs')) ?? 0;
     },
     async ids() {
       const out: string[] = [];
