@@ -70,10 +70,14 @@ export class Credential {
     while (this.checking) await this.checking;
   }
 
-  /** Rights just read by a request path (a socket op): adopted as the re-check's would be. */
+  /**
+   * Rights just read by a request path (a socket op): adopted as the re-check's would be, without what belongs
+   * to that request (its id, its idempotency claim), so background work done for the socket records none.
+   */
   adopt(p: Principal): void {
     const before = this.audience.identityId;
-    this.audience.principal = p;
+    const { requestId: _rid, claim: _claim, ...rights } = p;
+    this.audience.principal = rights;
     this.arm();
     if (this.audience.identityId !== before) this.moved();
   }

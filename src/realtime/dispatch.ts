@@ -124,8 +124,12 @@ export class TaskDispatch {
     if (!isSignalEntry(e)) return;
     const s = e.signal;
     this.holders.get(s.id)?.changed(s);
-    if (!isOpenTask(s.delivery_state, s)) return;
-    const type = typeof s.payload?.task_type === 'string' ? s.payload.task_type : undefined;
+    if (isOpenTask(s.delivery_state, s)) this.wake(s.payload?.task_type);
+  }
+
+  /** A task is ready to take: the workers with free credits for its type walk again. */
+  wake(taskType: unknown): void {
+    const type = typeof taskType === 'string' ? taskType : undefined;
     for (const w of this.workers) if (w.takes(type)) w.fill();
   }
 }
@@ -182,9 +186,20 @@ export class Worker {
     const token = a.claim_token ?? this.held.get(a.signal_id) ?? undefined;
     if (op === 'heartbeat') return this.d.signals.heartbeat(p, a.signal_id, { lease_ms: a.lease_ms ?? this.terms.lease_ms, claim_token: token, progress: a.progress, note: a.note });
     const outcome = op === 'release' ? 'failed' : (a.outcome ?? 'completed');
-    const s = await this.d.signals.ack(p, a.signal_id, outcome, token, { result: a.result, resources: a.resources });
-    this.drop(a.signal_id);
-    return s;
+    // the credit this done frees is filled in the ack's own commit: the walk runs first, the claim rides along
+    const [next] = op === 'done' && this.free() >= 0 ? await this.pick(p, 1) : [];
+    try {
+      const { acked, claimed } = await this.d.signals.ackThenClaim(p, a.signal_id, outcome, token, { result: a.result, resources: a.resources }, next && { task: next, leaseMs: this.terms.lease_ms });
+      if (claimed) this.handOver(p, claimed);
+      this.drop(a.signal_id);
+      return acked;
+    } finally {
+      if (next) {
+        this.picked(next);
+        // not claimed after all: the other workers passed it over while it was picked here
+        if (!this.d.holders.has(next.value.context.id)) this.d.wake(next.value.context.payload?.task_type);
+      }
+    }
   }
 
   /**
@@ -220,10 +235,15 @@ export class Worker {
       });
   }
 
+  /** credits not used by held tasks or claims under way */
+  private free(): number {
+    return this.terms.capacity - this.held.size - this.claims;
+  }
+
   private async fillLoop(): Promise<void> {
     for (;;) {
       this.again = false;
-      const free = this.terms.capacity - this.held.size - this.claims;
+      const free = this.free();
       if (this.closed || free <= 0) return;
       if ((await this.claimSome(free)) === 0 && !this.again) return;
     }
@@ -232,37 +252,51 @@ export class Worker {
   /** Picks up to `n` ready tasks in one walk, then claims them together (one turn's commits share a group commit). */
   private async claimSome(n: number): Promise<number> {
     const p = this.sink.principal();
+    const picked = await this.pick(p, n);
+    const got = await Promise.all(picked.map((task) => this.claimOne(p, task)));
+    return got.filter(Boolean).length;
+  }
+
+  /** Up to `n` ready tasks no worker of this process holds or is claiming, each counted as a claim under way until `picked`. */
+  private async pick(p: Principal, n: number): Promise<Versioned<ActorRecord<SignalContext>>[]> {
     const types = takeableTypes(this.terms.task_types, p.key.permissions.task_types);
-    if (types?.length === 0) return 0;
+    if (types?.length === 0 || this.closed) return [];
     const picked: Versioned<ActorRecord<SignalContext>>[] = [];
     const skip = (id: string) => this.d.claiming.has(id) || this.d.holders.has(id);
     for await (const task of this.d.inbox.openTasks(p, skip, types)) {
       const id = task.value.context.id;
       if (skip(id)) continue;
       this.d.claiming.add(id);
+      this.claims++;
       picked.push(task);
       if (picked.length === n) break;
     }
-    this.claims += picked.length;
-    const got = await Promise.all(picked.map((task) => this.claimOne(p, task)));
-    return got.filter(Boolean).length;
+    return picked;
+  }
+
+  /** A picked task's claim has ended, taken or not. */
+  private picked(task: Versioned<ActorRecord<SignalContext>>): void {
+    this.claims--;
+    this.d.claiming.delete(task.value.context.id);
   }
 
   private async claimOne(p: Principal, task: Versioned<ActorRecord<SignalContext>>): Promise<boolean> {
-    const id = task.value.context.id;
     try {
-      const s = await this.d.signals.claimRead(p, task, this.terms.lease_ms);
-      this.held.set(id, s.claim_token);
-      this.d.holders.set(id, this);
-      if (this.closed || !this.sink.send({ type: 'task', signal: s, claim_token: s.claim_token })) this.releaseOne(p, id);
+      this.handOver(p, await this.d.signals.claimRead(p, task, this.terms.lease_ms));
       return true;
     } catch (e) {
       if (!lostRace(e)) throw e;
       return false;
     } finally {
-      this.claims--;
-      this.d.claiming.delete(id);
+      this.picked(task);
     }
+  }
+
+  /** A task claimed for this worker: held under its token and sent, or released at once when the peer is gone. */
+  private handOver(p: Principal, s: Signal): void {
+    this.held.set(s.id, s.claim_token);
+    this.d.holders.set(s.id, this);
+    if (this.closed || !this.sink.send({ type: 'task', signal: s, claim_token: s.claim_token })) this.releaseOne(p, s.id);
   }
 
   private releaseOne(p: Principal, id: string): void {

@@ -75,6 +75,17 @@ export interface LogAppend {
 export interface Committed<C> {
   id: string;
   record: ActorRecord<C>;
+  /** the joined actor's new record, when its move rode in this commit (`SendOptions.join`) */
+  joined?: ActorRecord;
+}
+
+/** Another actor's move offered to a send's commit: taken on the first attempt only, and only if it moves. */
+export interface Join {
+  kind: string;
+  id: string;
+  /** its stored record as the caller read it: a stale one fails the shared commit, which then goes again without it */
+  loaded: Versioned<ActorRecord>;
+  event: Record<string, unknown> & { type: string };
 }
 
 export interface SendOptions<C> {
@@ -93,6 +104,12 @@ export interface SendOptions<C> {
   loaded?: Versioned<ActorRecord<C>>;
   /** the request this send serves (the principal's `requestId`), recorded in the transition; none for timers and background work */
   requestId?: string;
+  /**
+   * A move of another actor to commit with this one (a worker's `done` claims its next task in the ack's
+   * commit). Best effort: a refused move, or a commit that fails for any reason, drops it and the send goes
+   * on alone; `Committed.joined` says whether it was made.
+   */
+  join?: Join;
 }
 
 const MAX_RETRIES = 50;
@@ -218,17 +235,31 @@ export class Runtime {
       }
       const { record, before, ops, claimed } = move;
       ops.push(...((await k.alongside?.(id, record, before, this, opts.requestId)) ?? []), ...((await opts.extra?.(record, cur.value)) ?? []));
-      const res = await this.store.commit(ops);
+      const joined = attempt === 0 && opts.join && opts.join.id !== id ? await this.joinedMove(opts.join, opts.requestId) : undefined;
+      const res = await this.store.commit(joined ? [...ops, ...joined.ops] : ops);
       if (res.ok) {
         this.afterCommit(k, id, record, before);
         this.told(k.name, id, record, before);
-        return { id, record };
+        if (!joined) return { id, record };
+        const jk = this.kind(joined.kind);
+        this.afterCommit(jk, joined.id, joined.record, joined.before);
+        this.told(jk.name, joined.id, joined.record, joined.before);
+        return { id, record, joined: joined.record };
       }
       const lost = claimed.find((u) => u.key === res.conflict);
       if (lost) throw new AppError(lost.code);
       refuseLostClaim(res);
     }
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
+  }
+
+  /** A join's ops with its kind's `alongside`; undefined when the machine refuses or ignores the event. */
+  private async joinedMove(j: Join, requestId: string | undefined) {
+    const k = this.kind(j.kind);
+    const move = this.quietly({ quiet: true }, () => this.move(k, j.id, j.loaded, true, j.event, requestId));
+    if (!move) return undefined;
+    const ops = [...move.ops, ...((await k.alongside?.(j.id, move.record, move.before, this, requestId)) ?? [])];
+    return { kind: j.kind, id: j.id, record: move.record, before: move.before, ops };
   }
 
   /** a quiet send ignores a refusal */

@@ -9,7 +9,7 @@ import { keys as identityKeys, type Identity, type Principal } from '../identity
 import { membershipIndexes } from '../org/memberships.js';
 import { sameName } from '../org/model.js';
 import type { Org } from '../org/service.js';
-import type { ActorRecord, Runtime } from '../runtime/runtime.js';
+import type { ActorRecord, Join, Runtime } from '../runtime/runtime.js';
 import { committedEffect, effectOps, type Claim, type IdempotencyRecords } from '../store/idempotency.js';
 import type { Op, Versioned } from '../store/port.js';
 import { newReceipt, type ReceiptContext } from '../../actors/inbox-receipt.js';
@@ -416,13 +416,31 @@ export class Signals {
    * `done`: what a completing ack of a task reports (its result and resources), kept on the task.
    */
   async ack(p: Principal, signalId: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}): Promise<Signal> {
+    return (await this.ackThenClaim(p, signalId, outcome, claimToken, done)).acked;
+  }
+
+  /**
+   * An ack that also claims `next`, a task the caller's walk read as open, in the ack's own commit (a worker's
+   * `done` is handed its next task without a second commit). The claim is best effort: when it cannot ride
+   * along (a federated copy, out of scope, taken meanwhile) the ack commits alone and `claimed` is absent.
+   */
+  async ackThenClaim(p: Principal, signalId: string, outcome?: 'completed' | 'failed', claimToken?: number, done: TaskResult = {}, next?: { task: Versioned<ActorRecord<SignalContext>>; leaseMs?: number }): Promise<{ acked: Signal; claimed?: Signal }> {
     this.requireMember(p);
     const stored = await this.loadStored(signalId, 'SIGNAL_ACK_NOT_FOUND');
     assertInScope(p.key, stored.value.context);
     const reported = await this.checkResult(p, stored.value.context, outcome, done);
-    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken, ...reported }, { requestId: p.requestId, notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
+    const join = next && this.claimToJoin(p, next.task, next.leaseMs);
+    const c = await this.rt.send<SignalContext>(SIGNAL, signalId, { type: 'ACK', identity: p.identity.id, outcome, claim_token: claimToken, ...reported }, { requestId: p.requestId, notFound: 'SIGNAL_ACK_NOT_FOUND', loaded: stored, join, extra: (rec, prev) => this.ackToOrigin(rec, prev, p.identity.id) });
     await this.takeIfRecipient(p, c!.record.context);
-    return signalView(c!.record);
+    const joined = c!.joined as ActorRecord<SignalContext> | undefined;
+    return { acked: signalView(c!.record), ...(joined && { claimed: signalView(joined) }) };
+  }
+
+  /** `claimRead`'s claim as a move for another send's commit; none for a federated copy (its origin decides) or a task out of the key's scope. */
+  private claimToJoin(p: Principal, task: Versioned<ActorRecord<SignalContext>>, leaseMs?: number): Join | undefined {
+    const c = task.value.context;
+    if (c.federation?.direction === 'inbound' || outOfScope(p.key, c)) return undefined;
+    return { kind: SIGNAL, id: c.id, loaded: task as Versioned<ActorRecord>, event: { type: 'CLAIM', identity: p.identity.id, lease_ms: leaseMs ?? this.config.taskLeaseMs, claim_token: c.claim_token ?? 0 } };
   }
 
   /** A result is for completing a task; it is bounded like a request body, and its resources are emit's. */

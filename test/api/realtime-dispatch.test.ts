@@ -168,6 +168,28 @@ describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
     expect(w.tasks()[1].signal.id).toBe(other.id);
   });
 
+  it("a done is handed the next task in its ack's own commit: the claim is the done's transition, not a later dispatch", async () => {
+    const w = new Worker(await open(agents[1]), 1, 'next', false);
+    const ids = (await pool(2, 2, () => task('next'))).map((t) => t.id);
+    await w.start();
+    await waitFor(() => w.tasks().length === 1, 10_000, 'the first task frame');
+    const first = w.tasks()[0] as Frame & { claim_token: number };
+    const [a, b] = [first.signal.id, ids.find((id) => id !== first.signal.id)!];
+    const last = async (id: string) => expectOk(await root.client.get(`/admin/actors/signal/${id}`)).transitions[0];
+    // the first task was claimed by the dispatch itself, on no request
+    expect(await last(a)).toMatchObject({ event: 'CLAIM', request_id: null });
+    expect(await w.socket.ok('done', { signal_id: a, claim_token: first.claim_token })).toMatchObject({ id: a, task_status: 'completed' });
+    await waitFor(() => w.tasks().length === 2, 10_000, 'the next task frame');
+    const second = w.tasks()[1] as Frame & { claim_token: number };
+    expect(second.signal).toMatchObject({ id: b, delivery_state: 'leased', claimed_by: agents[1].id });
+    const acked = await last(a);
+    expect(acked).toMatchObject({ event: 'ACK', request_id: expect.stringMatching(/^req_/) });
+    // one commit: b's claim is a move of the done's own request, as the ack is
+    expect(await last(b)).toMatchObject({ event: 'CLAIM', request_id: acked.request_id });
+    await w.socket.ok('done', { signal_id: b, claim_token: second.claim_token });
+    expect((await last(b)).event).toBe('ACK');
+  });
+
   it('a dependant becomes a task frame once its dependency is done; capacity 0 stops', async () => {
     const w = new Worker(await open(agents[3]), 2, 'dep');
     await w.start();

@@ -81,4 +81,46 @@ describe('runtime committed hook', () => {
     await rt.stop();
     await store.close();
   });
+
+  it('a joined move rides in the send\'s commit when it moves; a stale or idle one is dropped and the send commits alone', async () => {
+    const dir = await tempDir('svc-rt-');
+    dirs.push(dir);
+    const store = await openEmbeddedStore(dir);
+    const commits: string[][] = [];
+    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
+    const rt = new Runtime(spy, createLogger('silent'), 50);
+    const told: string[] = [];
+    rt.register({ name: 'counter', machine: counter, notFound: 'NOT_FOUND', invalid: 'VALIDATION_INVALID_TYPE', indexes: () => [], timers: () => [], committed: (id, rec) => void told.push(`${id}:${rec.context.n}`) } as ActorKind<{ n: number }>);
+    const create = () => ({ value: 'on', context: { n: 0 } });
+    for (const id of ['a', 'b']) await rt.send('counter', id, { type: 'INC' }, { create });
+    const load = async (id: string) => (await store.get<ActorRecord>(`actor:counter:${id}`))!;
+    const n = async (id: string) => (await rt.load<{ n: number }>('counter', id))!.value.context.n;
+
+    commits.length = 0;
+    told.length = 0;
+    const both = await rt.send('counter', 'a', { type: 'INC' }, { join: { kind: 'counter', id: 'b', loaded: await load('b'), event: { type: 'INC' } } });
+    expect(commits).toEqual([['actor:counter:a', 'actor:counter:b']]);
+    expect((both!.joined as ActorRecord<{ n: number }>).context.n).toBe(2);
+    expect([await n('a'), await n('b')]).toEqual([2, 2]);
+    expect(told.sort()).toEqual(['a:2', 'b:2']);
+
+    // b read before its last move: the shared commit fails on b, and a goes again alone
+    const stale = await load('b');
+    await rt.send('counter', 'b', { type: 'INC' });
+    commits.length = 0;
+    const alone = await rt.send('counter', 'a', { type: 'INC' }, { join: { kind: 'counter', id: 'b', loaded: stale, event: { type: 'INC' } } });
+    expect(alone!.joined).toBeUndefined();
+    expect(commits).toEqual([['actor:counter:a', 'actor:counter:b'], ['actor:counter:a']]);
+    expect([await n('a'), await n('b')]).toEqual([3, 3]);
+
+    // an event b's machine does not take (it is off): nothing of b is offered
+    await rt.send('counter', 'b', { type: 'STOP' });
+    commits.length = 0;
+    const idle = await rt.send('counter', 'a', { type: 'INC' }, { join: { kind: 'counter', id: 'b', loaded: await load('b'), event: { type: 'INC' } } });
+    expect(idle!.joined).toBeUndefined();
+    expect(commits).toEqual([['actor:counter:a']]);
+    expect(await n('a')).toBe(4);
+    await rt.stop();
+    await store.close();
+  });
 });
