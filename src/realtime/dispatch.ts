@@ -139,6 +139,8 @@ export class Worker {
   /** handed-over tasks and their claim tokens */
   readonly held = new Map<string, number | null>();
   private claims = 0;
+  /** `done`s waiting for the walk that picks their next tasks */
+  private wanting: ((task: Versioned<ActorRecord<SignalContext>> | undefined) => void)[] = [];
   private filling = false;
   private again = false;
   private closed = false;
@@ -187,7 +189,7 @@ export class Worker {
     if (op === 'heartbeat') return this.d.signals.heartbeat(p, a.signal_id, { lease_ms: a.lease_ms ?? this.terms.lease_ms, claim_token: token, progress: a.progress, note: a.note });
     const outcome = op === 'release' ? 'failed' : (a.outcome ?? 'completed');
     // the credit this done frees is filled in the ack's own commit: the walk runs first, the claim rides along
-    const [next] = op === 'done' && this.free() >= 0 ? await this.pick(p, 1) : [];
+    const next = op === 'done' && this.free() >= 0 ? await this.nextTask() : undefined;
     try {
       const { acked, claimed } = await this.d.signals.ackThenClaim(p, a.signal_id, outcome, token, { result: a.result, resources: a.resources }, next && { task: next, leaseMs: this.terms.lease_ms });
       if (claimed) this.handOver(p, claimed);
@@ -233,6 +235,23 @@ export class Worker {
           this.fill();
         }
       });
+  }
+
+  /** The next task for the credit a `done` frees: the `done`s of one event-loop turn share one walk. */
+  private nextTask(): Promise<Versioned<ActorRecord<SignalContext>> | undefined> {
+    return new Promise((resolve) => {
+      this.wanting.push(resolve);
+      if (this.wanting.length === 1) setImmediate(() => void this.pickForDones());
+    });
+  }
+
+  private async pickForDones(): Promise<void> {
+    const waiting = this.wanting.splice(0);
+    const got = await this.pick(this.sink.principal(), waiting.length).catch((err: unknown) => {
+      this.d.log.warn({ err }, 'task dispatch failed');
+      return [];
+    });
+    waiting.forEach((resolve, i) => resolve(got[i]));
   }
 
   /** credits not used by held tasks or claims under way */
