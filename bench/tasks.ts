@@ -12,6 +12,9 @@
  *   socket: WebSocket dispatch (issue 28): BENCH_SOCKETS sockets send {op:"work"} with the slots split between
  *           them and answer each task frame with {op:"done"}; "-embedded" runs a mode on the embedded backend.
  *
+ * Each service mode also reports service_cpu_us_per_task (all its threads, over the run) and, on Redis,
+ * redis_cpu_us_per_task: steadier than tasks/s on a shared machine.
+ *
  * Env: BENCH_TASKS (10000), BENCH_WORKERS (50), BENCH_SOCKETS (5),
  *      BENCH_TASK_MODES (socket,socket-embedded,loop,loop-embedded,claim,next,bullmq,nats).
  */
@@ -19,7 +22,8 @@ import { writeFileSync } from 'node:fs';
 import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
 import { startRedis } from '../test/helpers/redis.js';
-import { intEnv, main, onCleanup, scratchDir, report, runLoad, startNats, startService, stopChild } from './lib.js';
+import { createClient } from 'redis';
+import { cpuMs, intEnv, main, onCleanup, scratchDir, report, runLoad, startNats, startService, stopChild } from './lib.js';
 import { agents } from './push-agents.js';
 
 const N = intEnv('BENCH_TASKS', 10_000, 1);
@@ -28,6 +32,16 @@ const MODES = (process.env.BENCH_TASK_MODES ?? 'socket,socket-embedded,loop,loop
 const SERVICE_MODES = ['claim', 'next', 'loop', 'loop-embedded', 'socket', 'socket-embedded'];
 /** sockets the WebSocket workers use; the BENCH_WORKERS slots are split between them */
 const SOCKETS = intEnv('BENCH_SOCKETS', 5, 1);
+
+/** Redis's CPU so far (INFO cpu, user + sys), in ms. */
+async function redisCpuMs(url: string): Promise<number> {
+  const c = createClient({ url });
+  await c.connect();
+  const info = await c.info('cpu');
+  await c.close();
+  const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)![1]);
+  return (num('used_cpu_user') + num('used_cpu_sys')) * 1000;
+}
 
 interface Result {
   tasks: number;
@@ -52,7 +66,11 @@ await main(async () => {
     process.stderr.write(`tasks (${mode}): producing ${N} ... `);
     await runLoad('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: 'produce', TASKS_ADMIN_KEY: root.key });
     process.stderr.write('running\n');
-    service[mode] = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: mode === 'claim' ? 'http' : mode.replace(/-embedded$/, ''), TASKS_KEYS: file, TASKS_SOCKETS: String(SOCKETS) });
+    // CPU per task is steadier than tasks/s on a shared 2-core machine: the service's own, and Redis's
+    const [cpu0, redis0] = [cpuMs(svc.proc.pid!), backend === 'redis' ? await redisCpuMs(redis.url) : 0];
+    const r = await runLoad<Result>('tasks-load.ts', { ...env, TASKS_URL: svc.url, TASKS_MODE: mode === 'claim' ? 'http' : mode.replace(/-embedded$/, ''), TASKS_KEYS: file, TASKS_SOCKETS: String(SOCKETS) });
+    const perTask = (ms: number) => +((ms * 1000) / N).toFixed(1);
+    service[mode] = { ...r, service_cpu_us_per_task: perTask(cpuMs(svc.proc.pid!) - cpu0), ...(backend === 'redis' && { redis_cpu_us_per_task: perTask((await redisCpuMs(redis.url)) - redis0) }) };
     await stopChild(svc.proc);
   }
 
