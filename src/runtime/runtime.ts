@@ -235,7 +235,7 @@ export class Runtime {
       }
       const { record, before, ops, claimed } = move;
       ops.push(...((await k.alongside?.(id, record, before, this, opts.requestId)) ?? []), ...((await opts.extra?.(record, cur.value)) ?? []));
-      const joined = attempt === 0 && opts.join && opts.join.id !== id ? await this.joinedMove(opts.join, opts.requestId) : undefined;
+      const joined = attempt === 0 && opts.join && opts.join.id !== id ? await this.joinedMove(opts.join, ops, opts.requestId) : undefined;
       const res = await this.store.commit(joined ? [...ops, ...joined.ops] : ops);
       if (res.ok) {
         this.afterCommit(k, id, record, before);
@@ -253,12 +253,20 @@ export class Runtime {
     throw new AppError('INTERNAL_SERVER_ERROR', `actor ${k.name}:${id} too contended`);
   }
 
-  /** A join's ops with its kind's `alongside`; undefined when the machine refuses or ignores the event. */
-  private async joinedMove(j: Join, requestId: string | undefined) {
+  /**
+   * A join's ops with its kind's `alongside`; undefined when the machine or an alongside rule refuses or ignores
+   * the event, or when it writes a record the send writes too (two tasks of one concurrency key): both were
+   * planned from the same read, so the later write would undo the earlier.
+   */
+  private async joinedMove(j: Join, sent: Op[], requestId: string | undefined) {
     const k = this.kind(j.kind);
     const move = this.quietly({ quiet: true }, () => this.move(k, j.id, j.loaded, true, j.event, requestId));
     if (!move) return undefined;
-    const ops = [...move.ops, ...((await k.alongside?.(j.id, move.record, move.before, this, requestId)) ?? [])];
+    const along = await Promise.resolve(k.alongside?.(j.id, move.record, move.before, this, requestId)).catch((e: unknown) => (e instanceof AppError ? undefined : Promise.reject(e)));
+    if (k.alongside && !along) return undefined;
+    const ops = [...move.ops, ...(along ?? [])];
+    const written = new Set(sent.flatMap((o) => (o.op === 'put' || o.op === 'del' ? [o.key] : [])));
+    if (ops.some((o) => (o.op === 'put' || o.op === 'del') && written.has(o.key))) return undefined;
     return { kind: j.kind, id: j.id, record: move.record, before: move.before, ops };
   }
 

@@ -156,6 +156,16 @@ describe.each(BACKENDS)('actor inspection on %s', (backend) => {
     expect(((await r.json()) as { result?: unknown }).result).toBeDefined();
     expect(await last('signal', viaRpc.id)).toMatchObject({ event: 'CLAIM', request_id: r.headers.get('x-request-id') });
 
+    // workflow.next with complete_claim: the completion and the next claim are that request's moves (one commit: Signals.ackThenClaim)
+    const done = await emitOk(root, { signal_type: 'task', content: 'finish me', to_identity: worker.id, payload: { task_type: 'one-commit' } });
+    const after = await emitOk(root, { signal_type: 'task', content: 'then me', to_identity: worker.id, payload: { task_type: 'one-commit' } });
+    const holding = await worker.client.post('/claim', { signal_id: done.id });
+    const step = await fetch(`${svc.url}/rpc`, { method: 'POST', headers: { authorization: `Bearer ${worker.key}`, 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'workflow.next', params: { task_types: ['one-commit'], complete_claim: done.id, claim_token: expectOk(holding).claim_token } }) });
+    const stepped = ((await step.json()) as { result: { signal: { id: string }; claim: { id: string; task_status: string } } }).result;
+    expect(stepped).toMatchObject({ signal: { id: after.id }, claim: { id: done.id, task_status: 'completed' } });
+    expect(await last('signal', done.id)).toMatchObject({ event: 'ACK', request_id: step.headers.get('x-request-id') });
+    expect(await last('signal', after.id)).toMatchObject({ event: 'CLAIM', request_id: step.headers.get('x-request-id') });
+
     // a socket op is a request of its own: a request id of its own, not null
     const viaSocket = await emitOk(root, { signal_type: 'task', content: 'by socket', to_identity: worker.id });
     const sock = await PushSocket.open(svc.url, worker.key);

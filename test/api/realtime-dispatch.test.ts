@@ -190,6 +190,18 @@ describe.each(BACKENDS)('task dispatch over the socket on %s', (backend) => {
     expect((await last(b)).event).toBe('ACK');
   });
 
+  it("a done whose next task shares its concurrency key leaves the key's slots right: both free once both are done", async () => {
+    const key = { concurrency_key: `pair-${backend}`, concurrency_limit: 2 };
+    const w = new Worker(await open(agents[2]), 1, 'keyed');
+    const ids = (await pool(2, 2, () => task('keyed', key))).map((t) => t.id);
+    await w.start();
+    await waitFor(() => ids.every((id) => w.done.has(id)), 10_000, 'both keyed tasks done, one after the other');
+    await w.socket.ok('work', { capacity: 0 });
+    // with a slot left taken, the second of two new tasks of the key would be refused
+    const more = await pool(2, 2, () => task('keyed', key));
+    for (const t of more) expect(expectOk(await agents[3].client.post('/claim', { signal_id: t.id }))).toMatchObject({ delivery_state: 'leased' });
+  });
+
   it('a dependant becomes a task frame once its dependency is done; capacity 0 stops', async () => {
     const w = new Worker(await open(agents[3]), 2, 'dep');
     await w.start();

@@ -2,6 +2,7 @@
 import { rm } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { assign, setup } from 'xstate';
+import { AppError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { Runtime, type ActorKind, type ActorRecord } from '../../src/runtime/runtime.js';
 import { openEmbeddedStore } from '../../src/store/embedded.js';
@@ -120,6 +121,49 @@ describe('runtime committed hook', () => {
     expect(idle!.joined).toBeUndefined();
     expect(commits).toEqual([['actor:counter:a']]);
     expect(await n('a')).toBe(4);
+    await rt.stop();
+    await store.close();
+  });
+
+  it('a join is dropped when its alongside refuses or writes a record the send writes too (planned from the same read)', async () => {
+    const dir = await tempDir('svc-rt-');
+    dirs.push(dir);
+    const store = await openEmbeddedStore(dir);
+    const commits: string[][] = [];
+    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
+    const rt = new Runtime(spy, createLogger('silent'), 50);
+    // every move of a "pooled" counter rewrites one shared tally, read-modify-write as a concurrency key's record is
+    rt.register({
+      name: 'pooled',
+      machine: counter,
+      notFound: 'NOT_FOUND',
+      invalid: 'VALIDATION_INVALID_TYPE',
+      indexes: () => [],
+      timers: () => [],
+      alongside: async (id, rec) => {
+        if (rec.context.n > 5) throw new AppError('SIGNAL_CLAIM_INVALID_STATUS');
+        const t = await store.get<{ moves: number }>('tally');
+        return [{ op: 'put', key: 'tally', value: { moves: (t?.value.moves ?? 0) + 1 }, expect: t?.version ?? 0 }];
+      },
+    } as ActorKind<{ n: number }>);
+    const create = () => ({ value: 'on', context: { n: 0 } });
+    for (const id of ['a', 'b']) await rt.send('pooled', id, { type: 'INC' }, { create });
+    const load = async (id: string) => (await store.get<ActorRecord>(`actor:pooled:${id}`))!;
+    commits.length = 0;
+    const shared = await rt.send('pooled', 'a', { type: 'INC' }, { join: { kind: 'pooled', id: 'b', loaded: await load('b'), event: { type: 'INC' } } });
+    expect(shared!.joined).toBeUndefined();
+    expect(commits).toEqual([['actor:pooled:a', 'tally']]);
+    expect((await store.get<{ moves: number }>('tally'))!.value.moves).toBe(3);
+
+    // b's alongside refuses its move (past 5): the send commits alone, and does not fail
+    for (let i = 0; i < 4; i++) await rt.send('pooled', 'b', { type: 'INC' });
+    rt.register({ name: 'solo', machine: counter, notFound: 'NOT_FOUND', invalid: 'VALIDATION_INVALID_TYPE', indexes: () => [], timers: () => [] } as ActorKind<{ n: number }>);
+    await rt.send('solo', 'c', { type: 'INC' }, { create });
+    commits.length = 0;
+    const refused = await rt.send('solo', 'c', { type: 'INC' }, { join: { kind: 'pooled', id: 'b', loaded: await load('b'), event: { type: 'INC' } } });
+    expect(refused!.joined).toBeUndefined();
+    expect(commits).toEqual([['actor:solo:c']]);
+    expect((await rt.load<{ n: number }>('pooled', 'b'))!.value.context.n).toBe(5);
     await rt.stop();
     await store.close();
   });
