@@ -138,12 +138,10 @@ export class Workflow {
    */
   async next(p: Principal, q: { task_types?: string[]; lease_ms?: number; complete_claim?: string; release_claim?: string; claim_token?: number } & TaskResult): Promise<{ signal: Signal | null; claim?: Signal }> {
     this.s.signals.requireMember(p);
-    // a completion picks first and its ack's commit carries the next claim; a release acks first, so the task just handed back is left for someone else
-    const completing = q.complete_claim !== undefined && q.release_claim === undefined ? { id: q.complete_claim, q } : undefined;
-    const ended = completing ? undefined : await this.endClaim(p, q);
-    const next = await this.claimInTurn(p, q, q.release_claim, completing);
-    const claim = ended ?? next.completed;
-    return claim ? { signal: next.signal, claim } : { signal: next.signal };
+    const ended = await this.endClaim(p, q);
+    // a task just handed back is left for someone else
+    const next = await this.claimInTurn(p, q, q.release_claim);
+    return ended ? { ...next, claim: ended } : next;
   }
 
   /** The caller's claim on `complete_claim` completed, or on `release_claim` handed back (a failed attempt); one of them at most. */
@@ -160,26 +158,12 @@ export class Workflow {
    * sends its caller back into the line, passing that task over. Instances each keep their own line; between
    * them the claim's compare-and-set decides.
    */
-  private async claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string, completing?: { id: string; q: { claim_token?: number } & TaskResult }): Promise<{ signal: Signal | null; completed?: Signal }> {
+  private async claimInTurn(p: Principal, q: { task_types?: string[]; lease_ms?: number }, leave?: string): Promise<{ signal: Signal | null }> {
     const types = takeableTypes(q.task_types, p.key.permissions.task_types);
-    if (types?.length === 0) return { signal: null, ...(completing && { completed: await this.endClaim(p, { complete_claim: completing.id, ...completing.q }) }) };
+    if (types?.length === 0) return { signal: null };
     const line = types ? JSON.stringify([...new Set(types)].sort()) : '*';
     const passed = new Set<string>(leave === undefined ? [] : [leave]);
     const keys = new Map<string, string[]>();
-    let completed: Signal | undefined;
-    const finish = async (task: Versioned<ActorRecord<SignalContext>> | undefined): Promise<Signal | null | typeof LOST> => {
-      if (completing && !completed) {
-        const r = await this.completeWith(p, completing, task, q.lease_ms);
-        completed = r.acked;
-        if (r.claimed) return r.claimed;
-        // nothing picked: the walk ran while the completed task held its concurrency key's slot, so walk again, reading the keys afresh
-        if (!task) {
-          keys.clear();
-          return LOST;
-        }
-      }
-      return task ? this.claimPicked(p, task, q.lease_ms, keys) : null;
-    };
     for (;;) {
       const got = await this.turns.take(
         line,
@@ -188,21 +172,10 @@ export class Workflow {
           const task = await this.pick(p, types, passed, keys, baton, taken);
           return { picked: task, served: task !== undefined };
         },
-        finish,
+        (task) => (task ? this.claimPicked(p, task, q.lease_ms, keys) : Promise.resolve(null)),
       );
-      if (got !== LOST) return { signal: got, ...(completed && { completed }) };
+      if (got !== LOST) return { signal: got };
     }
-  }
-
-  /** The caller's `complete_claim` acked with the picked task's claim in the same commit (`Signals.ackThenClaim`); a claim that could not ride along is made after it. */
-  private async completeWith(p: Principal, c: { id: string; q: { claim_token?: number } & TaskResult }, task: Versioned<ActorRecord<SignalContext>> | undefined, leaseMs: number | undefined) {
-    const r = await this.s.signals.ackThenClaim(p, c.id, 'completed', c.q.claim_token, { result: c.q.result, resources: c.q.resources }, task && { task, leaseMs }).catch((e: unknown) => {
-      if (task) this.claiming.delete(task.value.context.id);
-      throw e;
-    });
-    // a task not claimed along stays marked until claimPicked, which comes next, is done with it
-    if (task && r.claimed) this.claiming.delete(task.value.context.id);
-    return r;
   }
 
   /**

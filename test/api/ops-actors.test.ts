@@ -156,7 +156,7 @@ describe.each(BACKENDS)('actor inspection on %s', (backend) => {
     expect(((await r.json()) as { result?: unknown }).result).toBeDefined();
     expect(await last('signal', viaRpc.id)).toMatchObject({ event: 'CLAIM', request_id: r.headers.get('x-request-id') });
 
-    // workflow.next with complete_claim: the completion and the next claim are that request's moves (one commit: Signals.ackThenClaim)
+    // workflow.next with complete_claim: the completion and the next claim are both that request's moves
     const done = await emitOk(root, { signal_type: 'task', content: 'finish me', to_identity: worker.id, payload: { task_type: 'one-commit' } });
     const after = await emitOk(root, { signal_type: 'task', content: 'then me', to_identity: worker.id, payload: { task_type: 'one-commit' } });
     const holding = await worker.client.post('/claim', { signal_id: done.id });
