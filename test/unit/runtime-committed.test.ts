@@ -17,6 +17,15 @@ const counter = setup({ types: { context: {} as { n: number }, events: {} as { t
 describe('runtime committed hook', () => {
   const dirs: string[] = [];
   afterAll(async () => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
+  /** A runtime on a real embedded store whose commits are recorded (the keys each one puts). */
+  const spied = async () => {
+    const dir = await tempDir('svc-rt-');
+    dirs.push(dir);
+    const store = await openEmbeddedStore(dir);
+    const commits: string[][] = [];
+    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
+    return { store, rt: new Runtime(spy, createLogger('silent'), 50), commits };
+  };
 
   it('fires after each commit with (id, record, prev); not for refused events; a throwing hook does not fail send', async () => {
     const dir = await tempDir('svc-rt-');
@@ -52,12 +61,7 @@ describe('runtime committed hook', () => {
   });
 
   it('alongside ops of another actor ride in the same commit as the move', async () => {
-    const dir = await tempDir('svc-rt-');
-    dirs.push(dir);
-    const store = await openEmbeddedStore(dir);
-    const commits: string[][] = [];
-    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
-    const rt = new Runtime(spy, createLogger('silent'), 50);
+    const { store, rt, commits } = await spied();
     const base = { machine: counter, notFound: 'NOT_FOUND' as const, invalid: 'VALIDATION_INVALID_TYPE' as const, indexes: () => [], timers: () => [] };
     rt.register({ ...base, name: 'follower' });
     rt.register({
@@ -84,12 +88,7 @@ describe('runtime committed hook', () => {
   });
 
   it('a joined move rides in the send\'s commit when it moves; a stale or idle one is dropped and the send commits alone', async () => {
-    const dir = await tempDir('svc-rt-');
-    dirs.push(dir);
-    const store = await openEmbeddedStore(dir);
-    const commits: string[][] = [];
-    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
-    const rt = new Runtime(spy, createLogger('silent'), 50);
+    const { store, rt, commits } = await spied();
     const told: string[] = [];
     rt.register({ name: 'counter', machine: counter, notFound: 'NOT_FOUND', invalid: 'VALIDATION_INVALID_TYPE', indexes: () => [], timers: () => [], committed: (id, rec) => void told.push(`${id}:${rec.context.n}`) } as ActorKind<{ n: number }>);
     const create = () => ({ value: 'on', context: { n: 0 } });
@@ -126,12 +125,7 @@ describe('runtime committed hook', () => {
   });
 
   it('a join is dropped when its alongside refuses or writes a record the send writes too (planned from the same read)', async () => {
-    const dir = await tempDir('svc-rt-');
-    dirs.push(dir);
-    const store = await openEmbeddedStore(dir);
-    const commits: string[][] = [];
-    const spy = { ...store, commit: (ops: Parameters<typeof store.commit>[0]) => (commits.push(ops.filter((o) => o.op === 'put').map((o) => (o as { key: string }).key)), store.commit(ops)) };
-    const rt = new Runtime(spy, createLogger('silent'), 50);
+    const { store, rt, commits } = await spied();
     // every move of a "pooled" counter rewrites one shared tally, read-modify-write as a concurrency key's record is
     rt.register({
       name: 'pooled',
