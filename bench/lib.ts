@@ -161,6 +161,12 @@ export async function startBare(): Promise<Service> {
   return { url: `http://127.0.0.1:${port}`, proc };
 }
 
+/** Redis's CPU so far (user + sys) in ms, from the text of `INFO cpu`. */
+export function usedCpuMs(cpuInfo: string): number {
+  const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(cpuInfo)![1]);
+  return (num('used_cpu_user') + num('used_cpu_sys')) * 1000;
+}
+
 /** CPU milliseconds all threads of a process have run so far (Linux schedstat: nanoseconds, unlike stat's 10 ms ticks). */
 export function cpuMs(pid: number): number {
   let ns = 0;

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { createClient } from 'redis';
 import { bootstrap } from '../test/helpers/client.js';
 import { startRedis } from '../test/helpers/redis.js';
-import { intEnv, main, onCleanup, report, runLoad, scratchDir, startService, stopChild } from './lib.js';
+import { intEnv, main, onCleanup, report, runLoad, scratchDir, startService, stopChild, usedCpuMs } from './lib.js';
 import { agents } from './push-agents.js';
 
 const CLIENTS = (process.env.BENCH_CEILING_CLIENTS ?? '1,3').split(',').map(Number);
@@ -82,14 +82,13 @@ async function redisInfo(url: string): Promise<Info> {
   const cpu = await c.info('cpu');
   const stats = await c.info('commandstats');
   await c.close();
-  const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(cpu)![1]);
   const calls: Record<string, number> = {};
   const usec: Record<string, number> = {};
   for (const m of stats.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) {
     calls[m[1]] = Number(m[2]);
     usec[m[1]] = Number(m[3]);
   }
-  return { cpu_s: num('used_cpu_user') + num('used_cpu_sys'), calls, usec };
+  return { cpu_s: usedCpuMs(cpu) / 1000, calls, usec };
 }
 const diffCalls = (a: Info, b: Info) => Object.fromEntries(Object.keys(b.calls).map((k) => [k, b.calls[k] - (a.calls[k] ?? 0)]).filter(([, v]) => (v as number) > 0));
 /** Redis's own time per commit by command (commandstats usec; a script's time includes the commands it calls) */

@@ -23,7 +23,7 @@ import { join as pathJoin } from 'node:path';
 import { bootstrap } from '../test/helpers/client.js';
 import { startRedis } from '../test/helpers/redis.js';
 import { createClient } from 'redis';
-import { cpuMs, intEnv, main, onCleanup, scratchDir, report, runLoad, startNats, startService, stopChild } from './lib.js';
+import { cpuMs, intEnv, main, usedCpuMs, onCleanup, scratchDir, report, runLoad, startNats, startService, stopChild } from './lib.js';
 import { agents } from './push-agents.js';
 
 const N = intEnv('BENCH_TASKS', 10_000, 1);
@@ -39,8 +39,7 @@ async function redisCpuMs(url: string): Promise<number> {
   await c.connect();
   const info = await c.info('cpu');
   await c.close();
-  const num = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)![1]);
-  return (num('used_cpu_user') + num('used_cpu_sys')) * 1000;
+  return usedCpuMs(info);
 }
 
 interface Result {
