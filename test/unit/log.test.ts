@@ -1,6 +1,10 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AppError } from '../../src/errors.js';
 import { createLogger, OUTAGE_LOG_WINDOW_MS } from '../../src/log.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 function capture() {
   const lines: any[] = [];
@@ -34,5 +38,34 @@ describe('logger during a store outage', () => {
     for (let i = 0; i < 20; i++) log.error({ err: new Error('boom') }, 'unhandled error');
     for (let i = 0; i < 20; i++) log.warn({ err: new AppError('SIGNAL_NOT_FOUND') }, 'timer event failed');
     expect(lines).toHaveLength(40);
+  });
+});
+
+describe('the default destination (stdout)', () => {
+  // a child process: the lines of one turn are handed to stdout together, so an exit before that turn ends must still write them
+  const run = (script: string) =>
+    new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}`))));
+    });
+  const lines = (out: string) => out.trim().split('\n').map((l) => JSON.parse(l));
+
+  it('writes every line, request lines and others in the order logged, when the process exits in the same turn', async () => {
+    const out = await run(`
+      import { createLogger, requestLogger } from './src/log.ts';
+      const log = createLogger('info');
+      const request = requestLogger(log);
+      for (let i = 0; i < 500; i++) {
+        request({ requestId: 'req_' + i, method: 'GET', route: '/health', status: 200, ms: 1 });
+        log.info({ i }, 'other');
+      }
+      process.exit(0);
+    `);
+    const got = lines(out);
+    expect(got).toHaveLength(1000);
+    got.forEach((l, n) => expect(n % 2 === 0 ? l.request_id : l.i).toBe(n % 2 === 0 ? `req_${n / 2}` : (n - 1) / 2));
   });
 });
