@@ -170,15 +170,17 @@ export class FrontEnd<P> {
       const rid = requestId();
       const start = performance.now();
       const url = req.getUrl();
-      const remote = Buffer.from(res.getRemoteAddressAsText()).toString();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
-      const rawQuery = Object.fromEntries(new URLSearchParams(req.getQuery() ?? ''));
+      // the client address is read only where a keyless call spends its budget (it must be read before any await)
+      const remote = this.spendsAddress(r, headers) ? Buffer.from(res.getRemoteAddressAsText()).toString() : '';
+      const query = req.getQuery();
+      const rawQuery = query ? Object.fromEntries(new URLSearchParams(query)) : {};
       const stream = r.stream ? bodyStream(x, this.opts.uploadLimit, contentLength(headers)) : undefined;
       const body = hasBody && !stream ? readBody(x, this.opts.bodyLimit) : Promise.resolve(undefined);
       let params: Record<string, string>;
       try {
-        params = Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')]));
+        params = names.length ? Object.fromEntries(names.map((n, i) => [n, decodePathParam(n, req.getParameter(i) ?? '')])) : {};
       } catch (e) {
         // an exception escaping a uWS handler ends the process: answer it here
         this.fail(x, rid, e);
@@ -194,8 +196,8 @@ export class FrontEnd<P> {
     let budget: Record<string, string> = {};
     try {
       this.opts.origins?.check(headers.origin);
-      const keyless = r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
-      if (keyless && r.auth !== 'proof' && !r.unlimited && this.opts.publicBudget) budget = await this.opts.publicBudget(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
+      const keyless = isKeyless(r, headers);
+      if (this.spendsAddress(r, headers)) budget = await this.opts.publicBudget!(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (principal) scope.identityId = this.opts.identityOf?.(principal);
       if (r.unscoped && principal) this.opts.unscoped?.(principal);
@@ -227,6 +229,11 @@ export class FrontEnd<P> {
       stream?.destroy();
       this.fail(x, rid, e, budget);
     }
+  }
+
+  /** a keyless call of a public or optional route with a budget: it spends its client address's */
+  private spendsAddress(r: Route<P>, headers: Record<string, string>): boolean {
+    return r.auth !== 'proof' && !r.unlimited && this.opts.publicBudget !== undefined && isKeyless(r, headers);
   }
 
   private async verified(call: SignedCall): Promise<unknown> {
@@ -262,6 +269,8 @@ export class FrontEnd<P> {
     (this.app as unknown as { close?: () => void }).close?.();
   }
 }
+
+const isKeyless = <P>(r: Route<P>, headers: Record<string, string>) => r.auth === 'public' || r.auth === 'proof' || (r.auth === 'optional' && !headers.authorization);
 
 function contentLength(headers: Record<string, string>): number | undefined {
   const n = Number(headers['content-length']);
