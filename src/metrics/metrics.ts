@@ -25,8 +25,7 @@ export const LOOP_DELAY_RESOLUTION_MS = 20;
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
+  private requests = new RequestSeries([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
   readonly pushConnections: Gauge;
   readonly leaseExpiries: Counter;
   readonly deadLetters: Counter;
@@ -40,14 +39,8 @@ export class Metrics {
     // includes nodejs_eventloop_lag_seconds and the event loop delay percentiles
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: LOOP_DELAY_RESOLUTION_MS });
     this.registry.setDefaultLabels({ backend: store.backend });
-    this.httpRequests = new Counter({ name: 'svc_http_requests_total', help: 'HTTP requests answered, by route pattern and status', labelNames: ['method', 'route', 'status'], registers });
-    this.httpDuration = new Histogram({
-      name: 'svc_http_request_duration_seconds',
-      help: 'HTTP request latency from the first byte to the answer, by route pattern and status',
-      labelNames: ['method', 'route', 'status'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
-      registers,
-    });
+    this.registry.registerMetric(this.requests.counter('svc_http_requests_total', 'HTTP requests answered, by route pattern and status') as never);
+    this.registry.registerMetric(this.requests.histogram('svc_http_request_duration_seconds', 'HTTP request latency from the first byte to the answer, by route pattern and status') as never);
     const open = this.open;
     this.pushConnections = new Gauge({
       name: 'svc_push_connections',
@@ -80,18 +73,8 @@ export class Metrics {
     });
   }
 
-  /** labelled children by `method route status`: prom-client hashes a label object on every unlabelled call */
-  private requestSeries = new Map<string, { count: { inc(): void }; duration: { observe(v: number): void } }>();
-
   request(r: RequestDone): void {
-    const id = `${r.method} ${r.route} ${r.status}`;
-    let s = this.requestSeries.get(id);
-    if (!s) {
-      const labels = { method: r.method, route: r.route, status: String(r.status) };
-      this.requestSeries.set(id, (s = { count: this.httpRequests.labels(labels), duration: this.httpDuration.labels(labels) }));
-    }
-    s.count.inc();
-    s.duration.observe(r.ms / 1000);
+    this.requests.add(r.method, r.route, r.status, r.ms / 1000);
   }
 
   /** where the open push connections are counted (the push hub) */
@@ -140,4 +123,69 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
       return typeof v === 'function' ? v.bind(t) : v;
     },
   });
+}
+
+type Labels = Record<string, string>;
+interface Series {
+  labels: Labels;
+  count: number;
+  sum: number;
+  /** observations per bucket, not cumulative */
+  hits: number[];
+}
+
+/**
+ * Every (method, route, status)'s request count and latency, counted in place. prom-client's labelled children
+ * convert, check and hash their labels on every call, a tenth of a `GET /health` (docs/benchmarks.md); the
+ * registry reads these series at scrape time in prom-client's own value format, so the exposition is the same.
+ */
+class RequestSeries {
+  private byId = new Map<string, Series>();
+  constructor(private bounds: number[]) {}
+
+  add(method: string, route: string, status: number, seconds: number): void {
+    const id = `${method} ${route} ${status}`;
+    let s = this.byId.get(id);
+    if (!s) this.byId.set(id, (s = { labels: { method, route, status: String(status) }, count: 0, sum: 0, hits: this.bounds.map(() => 0) }));
+    s.count++;
+    s.sum += seconds;
+    for (let i = 0; i < this.bounds.length; i++) {
+      if (seconds > this.bounds[i]) continue;
+      s.hits[i]++;
+      break;
+    }
+  }
+
+  counter(name: string, help: string) {
+    return this.metric(name, help, 'counter', () => [...this.byId.values()].map((s) => ({ value: s.count, labels: s.labels })));
+  }
+
+  histogram(name: string, help: string) {
+    return this.metric(name, help, 'histogram', () =>
+      [...this.byId.values()].flatMap((s) => {
+        let acc = 0;
+        const buckets = this.bounds.map((le, i) => ({ labels: { le }, sharedLabels: s.labels, value: (acc += s.hits[i]), metricName: `${name}_bucket` }));
+        return [
+          ...buckets,
+          { labels: { le: '+Inf' }, sharedLabels: s.labels, value: s.count, metricName: `${name}_bucket` },
+          { labels: {} as Labels, sharedLabels: s.labels, value: s.sum, metricName: `${name}_sum` },
+          { labels: {} as Labels, sharedLabels: s.labels, value: s.count, metricName: `${name}_count` },
+        ];
+      }),
+    );
+  }
+
+  /** what prom-client's registry asks of a metric: `getForPromString` for the text, `get` (labels splayed) for JSON */
+  private metric(name: string, help: string, type: string, values: () => { labels: Record<string, string | number>; sharedLabels?: Labels; value: number; metricName?: string }[]) {
+    const read = (splay: boolean) => ({ name, help, type, aggregator: 'sum', values: values().map((v) => (splay && v.sharedLabels ? { value: v.value, metricName: v.metricName, labels: { ...v.labels, ...v.sharedLabels } } : v)) });
+    return {
+      name,
+      help,
+      type,
+      aggregator: 'sum',
+      get: async () => read(true),
+      getForPromString: async () => read(false),
+      reset: () => this.byId.clear(),
+    };
+  }
 }
