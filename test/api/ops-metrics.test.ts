@@ -52,6 +52,13 @@ describe.each(BACKENDS)('GET /metrics on %s', (backend) => {
     expect(after.some((s) => Object.values(s.labels).some((v) => v.includes(task.id)))).toBe(false);
     expect(moved('svc_http_request_duration_seconds_count', { route: '/thread/:id' })).toBe(3);
     expect(moved('svc_http_request_duration_seconds_sum', { route: '/emit' })).toBeGreaterThan(0);
+    // buckets are cumulative: each holds every answer at most its bound, the +Inf one all of them
+    const thread = { method: 'GET', route: '/thread/:id', status: '200' };
+    const buckets = after.filter((s) => s.name === 'svc_http_request_duration_seconds_bucket' && s.labels.route === thread.route && s.labels.status === thread.status);
+    expect(buckets.map((s) => s.labels.le)).toEqual(['0.001', '0.0025', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '0.5', '1', '2.5', '+Inf']);
+    expect(buckets.every((s, i) => i === 0 || s.value >= buckets[i - 1].value)).toBe(true);
+    expect(buckets.at(-1)!.value).toBe(metricValue(after, 'svc_http_request_duration_seconds_count', thread));
+    expect(moved('svc_http_request_duration_seconds_bucket', { ...thread, le: '+Inf' })).toBe(2);
     expect(moved('svc_store_operation_duration_seconds_count', { op: 'commit' })).toBeGreaterThanOrEqual(1);
     expect(moved('svc_store_operation_duration_seconds_count', { op: 'get' })).toBeGreaterThanOrEqual(3);
     expect(moved('svc_signals', { delivery_state: 'pending' })).toBe(1);
