@@ -226,7 +226,9 @@ export async function openRedisLink(target: RedisTarget, o: LinkOptions = {}): P
   return 'url' in target ? openServerLink(target.url, o) : openClusterLink(target.clusterNodes, o);
 }
 
-const sha1 = (s: string) => createHash('sha1').update(s).digest('hex');
+/** a script's digest, hashed once per script (a commit's is ~3 KB, sent with every group commit) */
+const digests = new Map<string, string>();
+const sha1 = (s: string) => digests.get(s) ?? digests.set(s, createHash('sha1').update(s).digest('hex')).get(s)!;
 
 /** EVALSHA first; NOSCRIPT means the script did not run on that node, so EVAL (which also caches it there) is safe. */
 async function evalScript(c: Commands, src: string, keys: string[], args: string[]): Promise<unknown> {
