@@ -191,7 +191,6 @@ export function signalView(r: ActorRecord<SignalContext>): Signal {
   return v;
 }
 
-
 export function signalEntry(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined, pushedAt?: number): SignalEntry {
   const route = { role_id: r.context.to_role_id, ring_id: r.context.to_ring_id };
   if (!prev) return { type: 'signal', signal: signalView(r), route };
