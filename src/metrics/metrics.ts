@@ -3,7 +3,7 @@
  * not share counters. Store latency comes from a decorator around the store; counts that live in the
  * store (signals by delivery state) are read at scrape time, never kept on the write path.
  */
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { Store } from '../store/port.js';
 import type { ActorRecord, Transition } from '../runtime/runtime.js';
 import { SIGNAL, signalIndexes } from '../signals/kind.js';
@@ -25,13 +25,14 @@ export const LOOP_DELAY_RESOLUTION_MS = 20;
 
 export class Metrics {
   readonly registry = new Registry();
-  private requests = new RequestSeries([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
+  private requests = new SeriesSet([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]);
+  /** store operation latency by `op`, resolved once per operation by `instrumentStore` */
+  readonly storeDuration = new SeriesSet([0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5]);
   readonly pushConnections: Gauge;
   readonly leaseExpiries: Counter;
   readonly deadLetters: Counter;
   readonly webhookAttempts: Counter<'outcome'>;
   readonly federationAttempts: Counter<'outcome'>;
-  readonly storeDuration: Histogram<'op'>;
   private open = { count: () => 0 };
 
   constructor(store: Store) {
@@ -64,17 +65,12 @@ export class Metrics {
     this.deadLetters = new Counter({ name: 'svc_dead_letters_total', help: 'Signals this process moved to dead_letter', registers });
     this.webhookAttempts = new Counter({ name: 'svc_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome', labelNames: ['outcome'], registers });
     this.federationAttempts = new Counter({ name: 'svc_federation_attempts_total', help: 'Federation delivery attempts to peers, by outcome', labelNames: ['outcome'], registers });
-    this.storeDuration = new Histogram({
-      name: 'svc_store_operation_duration_seconds',
-      help: 'Store operation latency, by operation',
-      labelNames: ['op'],
-      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
-      registers,
-    });
+    this.registry.registerMetric(this.storeDuration.histogram('svc_store_operation_duration_seconds', 'Store operation latency, by operation') as never);
   }
 
   request(r: RequestDone): void {
-    this.requests.add(r.method, r.route, r.status, r.ms / 1000);
+    const id = `${r.method} ${r.route} ${r.status}`;
+    this.requests.series(id, () => ({ method: r.method, route: r.route, status: String(r.status) })).observe(r.ms / 1000);
   }
 
   /** where the open push connections are counted (the push hub) */
@@ -106,7 +102,7 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
   const timed: Partial<Store> = {};
   for (const name of TIMED) {
     const fn = (store[name] as (...a: unknown[]) => Promise<unknown>).bind(store);
-    const series = metrics.storeDuration.labels({ op: name });
+    const series = metrics.storeDuration.series(name, () => ({ op: name }));
     (timed as Record<string, unknown>)[name] = async (...args: unknown[]) => {
       const start = performance.now();
       try {
@@ -126,43 +122,64 @@ export function instrumentStore(store: Store, metrics: Metrics): Store {
 }
 
 type Labels = Record<string, string>;
-interface Series {
-  labels: Labels;
-  count: number;
-  sum: number;
-  /** observations per bucket, not cumulative */
-  hits: number[];
-}
 
-/**
- * Every (method, route, status)'s request count and latency, counted in place. prom-client's labelled children
- * convert, check and hash their labels on every call, a tenth of a `GET /health` (docs/benchmarks.md); the
- * registry reads these series at scrape time in prom-client's own value format, so the exposition is the same.
- */
-class RequestSeries {
-  private byId = new Map<string, Series>();
-  constructor(private bounds: number[]) {}
+/** One label set's count, sum and observations per bucket (not cumulative). */
+class Series {
+  count = 0;
+  sum = 0;
+  readonly hits: number[];
+  constructor(
+    readonly labels: Labels,
+    private bounds: number[],
+    /** told once, at the first observation: a series is exposed from then on, as prom-client's are */
+    private first: (s: Series) => void,
+  ) {
+    this.hits = bounds.map(() => 0);
+  }
 
-  add(method: string, route: string, status: number, seconds: number): void {
-    const id = `${method} ${route} ${status}`;
-    let s = this.byId.get(id);
-    if (!s) this.byId.set(id, (s = { labels: { method, route, status: String(status) }, count: 0, sum: 0, hits: this.bounds.map(() => 0) }));
-    s.count++;
-    s.sum += seconds;
+  reset(): void {
+    this.count = 0;
+    this.sum = 0;
+    this.hits.fill(0);
+  }
+
+  observe(seconds: number): void {
+    if (this.count === 0) this.first(this);
+    this.count++;
+    this.sum += seconds;
     for (let i = 0; i < this.bounds.length; i++) {
       if (seconds > this.bounds[i]) continue;
-      s.hits[i]++;
+      this.hits[i]++;
       break;
     }
   }
+}
+
+/**
+ * Counts and latencies counted in place, one `Series` per label set. prom-client's labelled children convert,
+ * check and hash their labels on every call (a tenth of a `GET /health`, docs/benchmarks.md); the registry
+ * reads these at scrape time in prom-client's own value format, so the exposition is the same.
+ */
+class SeriesSet {
+  private byId = new Map<string, Series>();
+  /** the series observed at least once, in the order of their first observation */
+  private shown = new Set<Series>();
+  constructor(private bounds: number[]) {}
+
+  /** the series of `id`, made with `labels()` the first time */
+  series(id: string, labels: () => Labels): Series {
+    let s = this.byId.get(id);
+    if (!s) this.byId.set(id, (s = new Series(labels(), this.bounds, (x) => this.shown.add(x))));
+    return s;
+  }
 
   counter(name: string, help: string) {
-    return this.metric(name, help, 'counter', () => [...this.byId.values()].map((s) => ({ value: s.count, labels: s.labels })));
+    return this.metric(name, help, 'counter', () => [...this.shown].map((s) => ({ value: s.count, labels: s.labels })));
   }
 
   histogram(name: string, help: string) {
     return this.metric(name, help, 'histogram', () =>
-      [...this.byId.values()].flatMap((s) => {
+      [...this.shown].flatMap((s) => {
         let acc = 0;
         const buckets = this.bounds.map((le, i) => ({ labels: { le }, sharedLabels: s.labels, value: (acc += s.hits[i]), metricName: `${name}_bucket` }));
         return [
@@ -185,7 +202,11 @@ class RequestSeries {
       aggregator: 'sum',
       get: async () => read(true),
       getForPromString: async () => read(false),
-      reset: () => this.byId.clear(),
+      // zeroed, not dropped: callers hold their series (instrumentStore), which show again at their next observation
+      reset: () => {
+        for (const s of this.byId.values()) s.reset();
+        this.shown.clear();
+      },
     };
   }
 }
