@@ -172,8 +172,8 @@ export class FrontEnd<P> {
       const url = req.getUrl();
       const headers: Record<string, string> = {};
       req.forEach((k, v) => (headers[k] = v));
-      // the client address is read only where a keyless call spends its budget (it must be read before any await)
-      const remote = this.spendsAddress(r, headers) ? Buffer.from(res.getRemoteAddressAsText()).toString() : '';
+      // the client address, read before any await and only where a keyless call spends its budget: run spends it then
+      const remote = this.spendsAddress(r, headers) ? Buffer.from(res.getRemoteAddressAsText()).toString() : undefined;
       const query = req.getQuery();
       const rawQuery = query ? Object.fromEntries(new URLSearchParams(query)) : {};
       const stream = r.stream ? bodyStream(x, this.opts.uploadLimit, contentLength(headers)) : undefined;
@@ -191,13 +191,13 @@ export class FrontEnd<P> {
     });
   }
 
-  private async run(x: Exchange, scope: RequestScope, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, remote: string, stream?: Readable): Promise<void> {
+  private async run(x: Exchange, scope: RequestScope, r: Route<P>, url: string, params: Record<string, string>, headers: Record<string, string>, rawQuery: Record<string, string>, bodyP: Promise<Buffer | 'too_large' | undefined>, remote: string | undefined, stream?: Readable): Promise<void> {
     const rid = scope.requestId;
     let budget: Record<string, string> = {};
     try {
       this.opts.origins?.check(headers.origin);
       const keyless = isKeyless(r, headers);
-      if (this.spendsAddress(r, headers)) budget = await this.opts.publicBudget!(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
+      if (remote !== undefined) budget = await this.opts.publicBudget!(clientAddress(remote, headers['x-forwarded-for'], this.opts.trustedProxies ?? new Set()));
       const principal = keyless ? (undefined as P) : await this.opts.authenticate(headers.authorization, r.auth === 'admin', rid);
       if (principal) scope.identityId = this.opts.identityOf?.(principal);
       if (r.unscoped && principal) this.opts.unscoped?.(principal);
