@@ -40,7 +40,7 @@ await main(async () => {
   for (const backend of BACKENDS) {
     for (const route of ROUTES) {
       const dir = await scratchDir('bench-alloc-');
-      const svc = await startService(backend, { BENCH_ALLOC_DIR: dir }, ['--require', './bench/alloc-window.cjs']);
+      const svc = await startService(backend, { BENCH_ALLOC_DIR: dir, BENCH_ALLOC_ON: 'signal', BENCH_ALLOC_INTERVAL: '1024' }, ['--require', './bench/alloc-sample.cjs']);
       const { key } = await bootstrap(svc.url, 'bench');
       const env = { LOAD_URL: `${svc.url}/${route}`, LOAD_CONNECTIONS: '50', ...(route === 'emit' ? { LOAD_METHOD: 'POST', LOAD_BODY: EMIT_BODY, LOAD_KEY: key } : {}) };
       await runLoad('http-load.ts', { ...env, LOAD_REQUESTS: String(Math.ceil(N / 5)) }); // warm-up (JIT)
