@@ -80,6 +80,7 @@ import type { Store } from './store/port.js';
 import { BLOB_REFS_INDEXED } from './blob/refs.js';
 import { now } from './clock.js';
 import { BlobSweep } from './blob/sweep.js';
+import { fastBuiltinPrototypes } from './prototypes.js';
 
 export interface Service {
   port: number;
@@ -110,6 +111,7 @@ const BOARD_BEATS = 3;
 
 export async function startService(config: Readonly<Config>, log: Logger = createLogger(config.logLevel)): Promise<Service> {
   if (!nativeLoaded()) throw new Error('uWebSockets.js native binary did not load (Node 20 is required); refusing to run on the slow fallback');
+  fastBuiltinPrototypes();
   const rawStore = await openStore(config);
   const metrics = new Metrics(rawStore);
   const store = instrumentStore(withCommitRules(rawStore, [authGenerationRule, reachChangeRule]), metrics);
