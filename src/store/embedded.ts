@@ -102,10 +102,22 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
     const raw = recs.getBinaryFast(k);
     return raw === undefined ? 0 : (headVersion(raw) ?? recs.get(k)?.v ?? 0);
   };
-  const bump = (d: Database<number, Buffer>, key: string, by: number): number => {
-    const n = (d.get(K(key)) ?? 0) + by;
-    d.putSync(K(key), n);
-    return n;
+  /**
+   * The counters one write transaction moves (index sizes, log sequences), each read once and written once
+   * when the transaction's lists are applied: a group commit's lists move the same few counters many times.
+   */
+  const tally = () => {
+    const moved = new Map<string, number>();
+    return {
+      add(key: string, by: number): number {
+        const n = (moved.get(key) ?? meta.get(K(key)) ?? 0) + by;
+        moved.set(key, n);
+        return n;
+      },
+      write(): void {
+        for (const [key, n] of moved) meta.putSync(K(key), n);
+      },
+    };
   };
   const setTimer = (key: string, at: number | null) => {
     const old = timerAt.get(K(key));
@@ -118,7 +130,7 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
   };
 
   /** One op list inside the open write transaction: every check (and key size) first, so a refusal writes nothing. */
-  function apply(ops: Op[]): Applied | Error {
+  function apply(ops: Op[], counters: ReturnType<typeof tally>): Applied | Error {
     for (const o of ops) {
       const k = o.op === 'index' ? o.index + SEP + o.member : o.op === 'append' ? o.log + SEP + pad(0) : o.op === 'timer' ? pad(0) + SEP + o.key : o.key;
       if (Buffer.byteLength(k) > MAX_KEY_BYTES) return new Error(`store key too long (${Buffer.byteLength(k)} bytes)`);
@@ -155,14 +167,14 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
           if (o.remove && had) idx.removeSync(k);
           else if (!o.remove && !had) idx.putSync(k, true);
           else break;
-          bump(meta, COUNT + o.index, o.remove ? -1 : 1);
+          counters.add(COUNT + o.index, o.remove ? -1 : 1);
           break;
         }
         case 'timer':
           setTimer(o.key, o.at);
           break;
         case 'append': {
-          const seq = bump(meta, 'seq' + SEP + o.log, 1);
+          const seq = counters.add('seq' + SEP + o.log, 1);
           logs.putSync(K(o.log + SEP + pad(seq)), o.entry);
           published.push([o.log, { seq, entry: o.entry }]);
           break;
@@ -182,11 +194,17 @@ export async function openEmbeddedStore(dataDir: string): Promise<EmbeddedStore>
    */
   const commitBatch = batched<Op[], Applied>(async (lists) => {
     let results: (Applied | Error)[];
+    const applyAll = (all: Op[][]) => {
+      const counters = tally();
+      const out = all.map((ops) => apply(ops, counters));
+      counters.write();
+      return out;
+    };
     try {
-      results = await write(() => lists.map(apply));
+      results = await write(() => applyAll(lists));
     } catch (e) {
       if (lists.length === 1) throw e;
-      results = await Promise.all(lists.map((ops) => write(() => apply(ops)).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
+      results = await Promise.all(lists.map((ops) => write(() => applyAll([ops])[0]).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))))));
     }
     for (const r of results) if (!(r instanceof Error) && r.ok) for (const [log, e] of r.published) bus.emit(log, e);
     return results;

@@ -691,19 +691,28 @@ describe.each(backends)('Store contract: $name', (backend) => {
       // a later commit of the batch sees an earlier one's write, as if committed one after another
       s.commit([{ op: 'put', key: 'a', value: 10, expect: 1 }, { op: 'append', log: 'G', entry: 'a2' }]),
       s.commit([{ op: 'put', key: 'b', value: 20, expect: 0 }]),
+      // several commits of the batch move the same index's count and the same log's sequence
+      s.commit([{ op: 'index', index: 'gx', member: 'c' }, { op: 'append', log: 'G', entry: 'c' }]),
+      s.commit([{ op: 'index', index: 'gx', member: 'b', remove: true }]),
     ]);
-    expect(results).toEqual([ok([1]), { ok: false, conflict: 'taken' }, ok([2]), ok([3]), { ok: false, conflict: 'b' }]);
+    expect(results).toEqual([ok([1]), { ok: false, conflict: 'taken' }, ok([2]), ok([3]), { ok: false, conflict: 'b' }, ok([4]), ok([])]);
     expect(await s.get('taken')).toEqual({ version: 1, value: 'first' });
     expect(await s.get('a')).toEqual({ version: 2, value: 10 });
     expect(await s.get('b')).toEqual({ version: 1, value: 2 });
-    expect(await s.range('gx', { limit: 10 })).toEqual(['b']);
+    expect(await s.range('gx', { limit: 10 })).toEqual(['c']);
+    expect(await s.count('gx')).toBe(1);
+    expect(await s.lastSeq('G')).toBe(4);
     expect(await s.readLog('G', 0, 10)).toEqual([
       { seq: 1, entry: 'a' },
       { seq: 2, entry: 'b' },
       { seq: 3, entry: 'a2' },
+      { seq: 4, entry: 'c' },
     ]);
-    await until(() => seen.length === 3, 'three published entries');
-    expect(seen.map((e) => e.entry)).toEqual(['a', 'b', 'a2']);
+    await until(() => seen.length === 4, 'four published entries');
+    expect(seen.map((e) => e.entry)).toEqual(['a', 'b', 'a2', 'c']);
+    // the next batch goes on from the counts and sequence the last one wrote
+    expect(await s.commit([{ op: 'index', index: 'gx', member: 'd' }, { op: 'append', log: 'G', entry: 'd' }])).toEqual(ok([5]));
+    expect(await s.count('gx')).toBe(2);
   });
 
   it('durability: closing and reopening keeps data, indexes, counts, timers and log seqs', async () => {
