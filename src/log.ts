@@ -31,7 +31,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
   };
   // stdout written asynchronously (flushed on exit): a synchronous write per request line cost a syscall each
-  return pino(opts, destination ?? perTurn(pino.destination({ dest: 1, sync: false })));
+  return pino(opts, destination ?? batched(pino.destination({ dest: 1, sync: false })));
 }
 
 type Boom = ReturnType<typeof pino.destination>;
@@ -41,16 +41,26 @@ process.once('exit', () => {
   for (const r of unflushed) r.deref()?.flushSync();
 });
 
+/** how long a line may wait for the lines after it, to share their write */
+const LOG_BATCH_MS = 20;
+/** pending lines past this size are handed over at the end of the turn */
+const LOG_BATCH_BYTES = 64 * 1024;
+
 /**
- * The lines of one event-loop turn handed to SonicBoom as one write, in the order they were logged. SonicBoom
+ * The lines of up to `LOG_BATCH_MS` handed to SonicBoom as one write, in the order they were logged. SonicBoom
  * measures its whole pending buffer on every write (`Buffer.byteLength`, which flattens it), so under load a
- * write per line copied the buffer once per line: a third of what `GET /health` allocated (docs/benchmarks.md).
+ * write per line copied the buffer once per line: a third of what `GET /health` allocated; and each `fs.write`
+ * costs ~8 µs of the event loop's time here (the hand-off to libuv's threadpool), whatever its size, so a
+ * write per event-loop turn was a tenth of a `GET /health`'s CPU (docs/benchmarks.md).
  */
-function perTurn(dest: Boom): DestinationStream & { flushSync(): void; flush(cb?: (err?: Error) => void): void } {
+function batched(dest: Boom): DestinationStream & { flushSync(): void; flush(cb?: (err?: Error) => void): void } {
   let pending = '';
-  let scheduled = false;
+  let timer: NodeJS.Timeout | undefined;
+  let soon = false;
   const handOver = () => {
-    scheduled = false;
+    clearTimeout(timer);
+    timer = undefined;
+    soon = false;
     if (!pending) return;
     const lines = pending;
     pending = '';
@@ -59,8 +69,9 @@ function perTurn(dest: Boom): DestinationStream & { flushSync(): void; flush(cb?
   const batch = {
     write(line: string) {
       pending += line;
-      if (!scheduled) {
-        scheduled = true;
+      timer ??= setTimeout(handOver, LOG_BATCH_MS).unref();
+      if (pending.length >= LOG_BATCH_BYTES && !soon) {
+        soon = true;
         setImmediate(handOver);
       }
     },

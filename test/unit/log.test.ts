@@ -68,4 +68,37 @@ describe('the default destination (stdout)', () => {
     expect(got).toHaveLength(1000);
     got.forEach((l, n) => expect(n % 2 === 0 ? l.request_id : l.i).toBe(n % 2 === 0 ? `req_${n / 2}` : (n - 1) / 2));
   });
+
+  it('writes the lines of a process that ends by itself, with nothing left to do', async () => {
+    const out = await run(`
+      import { createLogger } from './src/log.ts';
+      const log = createLogger('info');
+      for (let i = 0; i < 3; i++) log.info({ i }, 'line');
+    `);
+    expect(lines(out).map((l) => l.i)).toEqual([0, 1, 2]);
+  });
+
+  it('hands the lines of a running process over without waiting for more or for an exit', async () => {
+    // the child logs three lines, then only keeps running: they must arrive while it does
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', `
+      import { createLogger } from './src/log.ts';
+      const log = createLogger('info');
+      for (let i = 0; i < 3; i++) log.info({ i }, 'line');
+      setInterval(() => {}, 60_000);
+    `], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      let out = '';
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (d) => {
+          out += d;
+          if (out.split('\n').length > 3) resolve();
+        });
+        child.on('error', reject);
+        child.on('close', (code) => reject(new Error(`exited (${code}) before writing its lines: ${out}`)));
+      });
+      expect(lines(out).map((l) => l.i)).toEqual([0, 1, 2]);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
 });
