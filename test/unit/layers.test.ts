@@ -10,8 +10,8 @@ const ROOT = resolve(import.meta.dirname, '../..');
 
 /** Higher imports lower, never the reverse. Same-layer imports are allowed except between transports. */
 const LAYERS: Record<string, number> = {
-  // base: one error type, config reader, id generator, clock, logger, validation, a bounded map
-  errors: 0, config: 0, ids: 0, clock: 0, log: 0, validation: 0, context: 0, lru: 0,
+  // base: one error type, config reader, id generator, clock, logger, validation, a bounded map, V8's prototypes kept fast
+  errors: 0, config: 0, ids: 0, clock: 0, log: 0, validation: 0, context: 0, lru: 0, prototypes: 0,
   // ports and their adapters
   store: 1, blob: 1, vector: 1, embedding: 1,
   // the actor host
