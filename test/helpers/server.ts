@@ -139,9 +139,9 @@ export interface ChildServer {
 
 const START_TIMEOUT_MS = 60_000;
 
-/** The service as its own process, exactly as `npm start` runs it. */
-export async function spawnServer(env: Record<string, string>): Promise<ChildServer> {
-  const proc = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+/** The service as its own process, exactly as `npm start` runs it (with `nodeArgs` given to node before it). */
+export async function spawnServer(env: Record<string, string>, nodeArgs: string[] = []): Promise<ChildServer> {
+  const proc = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/main.ts'], {
     env: childEnv({ ...TEST_DEFAULTS, LOG_LEVEL: 'info', ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
