@@ -5,7 +5,8 @@
  */
 import type { Principal } from '../identity/model.js';
 import type { Signal } from '../signals/kind.js';
-import type { Op } from '../store/port.js';
+import { AppError } from '../errors.js';
+import type { LogEntry, Op, Store } from '../store/port.js';
 
 /** The log's stored name; its sequence is the cursor clients resume from. */
 export const JOURNAL_LOG = 'signals';
@@ -41,11 +42,20 @@ export interface EventEntry {
   type: string;
   /** the frame's field naming the data (`memory`, `artifact`, ...) */
   subject: string;
-  data: unknown;
+  /** absent only as stored with `same_signal` */
+  data?: unknown;
   audience: EventAudience;
   /** a memory namespace the entry belongs to: a key's memory_scopes narrow who sees it */
   memory_namespace?: string;
+  /**
+   * stored only: the data is the Signal of the signal entry this one follows in the same commit (a task's
+   * completion, a federation step), which the journal then holds once; its readers put it back (`SignalRun`)
+   */
+  same_signal?: true;
 }
+
+/** An event entry whose data is the Signal of the signal entry journaled just before it (`same_signal`). */
+export const sameSignalEvent = (type: string, audience: EventAudience): EventEntry => ({ type, subject: 'signal', audience, same_signal: true });
 
 export type JournalEntry = SignalEntry | EventEntry;
 
@@ -65,6 +75,59 @@ export function shownOnlyTo(e: JournalEntry): (string | null)[] | undefined {
   const a = e.audience;
   return a.members || a.roles?.length || a.rings?.length ? undefined : (a.identities ?? []);
 }
+
+/** entries one move journals after its signal entry, at most: how far back a `same_signal` entry's signal is */
+const RUN_MAX = 8;
+
+/** The signal entry a `same_signal` entry at `seq` follows, read from the journal; undefined once trimmed. */
+export async function signalBefore(store: Store, seq: number): Promise<LogEntry<SignalEntry> | undefined> {
+  if (seq <= 1) return undefined;
+  const from = Math.max(0, seq - 1 - RUN_MAX);
+  const page = await store.readLog<JournalEntry>(JOURNAL_LOG, from, seq - 1 - from);
+  for (let i = page.length - 1; i >= 0; i--) if (isSignalEntry(page[i].entry)) return page[i] as LogEntry<SignalEntry>;
+  return undefined;
+}
+
+/** Where a trim of the journal before `seq` may cut: never between a `same_signal` entry and its signal entry. */
+export async function trimPoint(store: Store, seq: number): Promise<number> {
+  const [at] = await store.readLog<JournalEntry>(JOURNAL_LOG, seq - 1, 1);
+  if (!at || at.seq !== seq || isSignalEntry(at.entry) || !at.entry.same_signal) return seq;
+  return (await signalBefore(store, seq))?.seq ?? seq;
+}
+
+/**
+ * Puts back the Signal of `same_signal` entries for one reader of the journal in sequence order: the signal
+ * entry it read last stands for them, and where it did not read the entry just before (a page's first, one
+ * after a gap) the journal is read. A signal entry trimmed away ends the reader's position: the cursor expired.
+ */
+export class SignalRun {
+  private last: { seq: number; signal: Signal | undefined } | undefined;
+  constructor(private store: Store) {}
+
+  async take(e: LogEntry<JournalEntry>): Promise<LogEntry<JournalEntry>> {
+    const x = e.entry;
+    const before = this.last?.seq === e.seq - 1 ? this.last.signal : undefined;
+    if (isSignalEntry(x)) this.last = { seq: e.seq, signal: x.signal };
+    else if (!x.same_signal) this.last = { seq: e.seq, signal: before };
+    else {
+      const signal = before ?? (await signalBefore(this.store, e.seq))?.entry.signal;
+      if (!signal) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String((await this.store.logStart(JOURNAL_LOG)) - 1) });
+      this.last = { seq: e.seq, signal };
+      const { same_signal: _, ...rest } = x;
+      return { seq: e.seq, entry: { ...rest, data: signal } };
+    }
+    return e;
+  }
+
+  async page(entries: LogEntry<JournalEntry>[]): Promise<LogEntry<JournalEntry>[]> {
+    const out: LogEntry<JournalEntry>[] = [];
+    for (const e of entries) out.push(await this.take(e));
+    return out;
+  }
+}
+
+/** A page of the journal as its readers see it (`same_signal` entries with their data). */
+export const readJournal = async (store: Store, after: number, limit: number): Promise<LogEntry<JournalEntry>[]> => new SignalRun(store).page(await store.readLog<JournalEntry>(JOURNAL_LOG, after, limit));
 
 /** The subject and data a push frame carries. */
 export const frameOf = (e: JournalEntry): { subject: string; data: unknown } => (isSignalEntry(e) ? { subject: 'signal', data: e.signal } : { subject: e.subject, data: e.data });

@@ -12,7 +12,7 @@
 import { matches, type ConnectionInfo, type ConnectionLister, type ConnectionQuery, type ConnectionRow } from '../presence/connections.js';
 import { AppError } from '../errors.js';
 import type { Logger } from '../log.js';
-import { JOURNAL_LOG, shownOnlyTo, type JournalEntry } from '../journal/journal.js';
+import { JOURNAL_LOG, readJournal, shownOnlyTo, SignalRun, trimPoint, type JournalEntry } from '../journal/journal.js';
 import type { LogEntry, Store } from '../store/port.js';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 
@@ -108,13 +108,17 @@ export class Hub implements ConnectionLister {
   private trimming: Promise<void> | undefined;
   /** the journal's first stored sequence, as last seen */
   private journalStart = 1;
+  /** the hub reads the journal in order: the entries stored with `same_signal` get their Signal from it */
+  private run: SignalRun;
 
   constructor(
     private store: Store,
     private log: Logger,
     /** how many journal entries to keep: the window a cursor can resume within */
     private retain: number,
-  ) {}
+  ) {
+    this.run = new SignalRun(store);
+  }
 
   async start(): Promise<void> {
     this.unsubscribe = await this.store.subscribe<JournalEntry>(JOURNAL_LOG, (e) => this.enqueue(e));
@@ -144,6 +148,7 @@ export class Hub implements ConnectionLister {
       const need = await f();
       if (need !== undefined) before = Math.min(before, need);
     }
+    before = await trimPoint(this.store, before);
     while (before > this.journalStart) this.journalStart = await this.store.trimLog(JOURNAL_LOG, before, TRIM_STEP);
   }
 
@@ -164,6 +169,7 @@ export class Hub implements ConnectionLister {
     if (stored >= this.lastSeq) return;
     this.log.warn({ hub: this.lastSeq, journal: stored }, 'journal ends before the push hub: entries were lost in a failover; pushing from the journal end');
     this.lastSeq = stored;
+    this.run = new SignalRun(this.store);
     for (const slot of this.slots.values()) slot.sub.lastSeq = Math.min(slot.sub.lastSeq, stored);
   }
 
@@ -230,8 +236,9 @@ export class Hub implements ConnectionLister {
    * one attached or detached between slices is visited or skipped as Map and Set iteration allows (a live
    * attach starts after the hub's position, a catch-up reads the entry from the journal).
    */
-  private async fanOut(e: LogEntry<JournalEntry>): Promise<void> {
-    if (e.seq <= this.lastSeq) return;
+  private async fanOut(stored: LogEntry<JournalEntry>): Promise<void> {
+    if (stored.seq <= this.lastSeq) return;
+    const e = await this.run.take(stored);
     for (const before of this.beforeOffers) {
       const pending = before(e.entry);
       if (pending) await pending;
@@ -308,7 +315,7 @@ export class Hub implements ConnectionLister {
   /** One page of a catch-up, in one turn: false while there is more to read, true once live, undefined when it ended. */
   private async page(slot: Slot): Promise<boolean | undefined> {
     const sub = slot.sub;
-    const page = await this.store.readLog<JournalEntry>(JOURNAL_LOG, sub.lastSeq, CATCH_UP_PAGE);
+    const page = await readJournal(this.store, sub.lastSeq, CATCH_UP_PAGE);
     if (this.slots.get(sub) !== slot) return;
     // journal sequences have no holes: a missing next entry was trimmed while this subscriber lagged
     if ((page.length && page[0].seq > sub.lastSeq + 1) || (!page.length && sub.lastSeq < this.lastSeq)) await this.assertResumable(sub.lastSeq);

@@ -2,7 +2,7 @@
 import { owesAck, type ReceiptContext } from '../../actors/inbox-receipt.js';
 import { signalMachine, signalTimers, type SignalContext } from '../../actors/signal.js';
 import { actorStateIndex, type ActorKind, type ActorRecord, type Runtime } from '../runtime/runtime.js';
-import { JOURNAL_LOG, type EventEntry, type SignalEntry } from '../journal/journal.js';
+import { JOURNAL_LOG, sameSignalEvent, type EventEntry, type SignalEntry } from '../journal/journal.js';
 import { RECEIPT, receiptId } from './receipt-kind.js';
 import { takersOf } from './routing.js';
 import { dependantOps } from './dependencies.js';
@@ -89,6 +89,7 @@ export const signalKind: ActorKind<SignalContext> = {
   journal: (r, prev, event) => {
     // the due check is the only move that sets ack_checked_at: it reports overdue recipients, or nothing
     if (prev && !prev.context.ack_checked_at && r.context.ack_checked_at) return r.context.ack_overdue?.length ? { log: JOURNAL_LOG, entry: ackOverdueEntry(r) } : undefined;
+    // the events carrying this Signal follow its entry, stored without it (`same_signal`, src/journal/journal.ts)
     return [signalEntry(r, prev, event?.type === 'DELIVER' ? (event.pushed_at as number | undefined) : undefined), ...federationEvents(r, prev), ...expiredEvents(r, prev), ...taskEvents(r, prev)].map((entry) => ({ log: JOURNAL_LOG, entry }));
   },
   // a dependency's end moves its dependants in the same commit: the last one completed makes the task claimable there
@@ -204,7 +205,7 @@ export const TASK_EXPIRED = 'task.expired';
 /** A task its deadline ended: told to its emitter (push and the `task.expired` webhook), in the commit that ends it. */
 export function expiredEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<SignalContext> | undefined): EventEntry[] {
   if (!prev || r.context.task_status !== 'expired' || prev.context.task_status === 'expired') return [];
-  return [{ type: TASK_EXPIRED, subject: 'signal', data: signalView(r), audience: { identities: [r.context.from_identity] } }];
+  return [sameSignalEvent(TASK_EXPIRED, { identities: [r.context.from_identity] })];
 }
 
 export const TASK_PROGRESS = 'task.progress';
@@ -222,7 +223,7 @@ export function taskEvents(r: ActorRecord<SignalContext>, prev: ActorRecord<Sign
     const data = { signal_id: c.id, claimed_by: c.claimed_by, claim_token: c.claim_token ?? null, progress: c.progress ?? null, note: c.progress_note ?? null, heartbeat_at: c.heartbeat_at, claim_expires_at: c.claim_expires_at };
     return [{ type: TASK_PROGRESS, subject: 'progress', data, audience }];
   }
-  if (r.value === 'acked' && prev.value !== 'acked' && c.task_status === 'completed') return [{ type: TASK_COMPLETED, subject: 'signal', data: signalView(r), audience }];
+  if (r.value === 'acked' && prev.value !== 'acked' && c.task_status === 'completed') return [sameSignalEvent(TASK_COMPLETED, audience)];
   return [];
 }
 
@@ -243,5 +244,5 @@ export function federationEvents(r: ActorRecord<SignalContext>, prev: ActorRecor
   if (r.value === 'acked' && prev.value !== 'acked' && r.context.task_status === 'completed') types.push('federation.completed');
   const c = r.context;
   const audience = { identities: [c.from_identity, ...(c.claimed_by ? [c.claimed_by] : [])], roles: c.to_role_id ? [c.to_role_id] : [], rings: c.to_ring_id ? [c.to_ring_id] : [] };
-  return types.map((type) => ({ type, subject: 'signal', data: signalView(r), audience }));
+  return types.map((type) => sameSignalEvent(type, audience));
 }

@@ -12,7 +12,7 @@ import { newId } from '../ids.js';
 import type { Logger } from '../log.js';
 import { ORG_LOG, type OrgLogEntry } from '../org/log.js';
 import type { Runtime } from '../runtime/runtime.js';
-import { isSignalEntry, JOURNAL_LOG, type EventEntry, type JournalEntry } from '../journal/journal.js';
+import { isSignalEntry, JOURNAL_LOG, readJournal, type EventEntry, type JournalEntry } from '../journal/journal.js';
 import type { Op } from '../store/port.js';
 import { loadAll } from '../store/scan.js';
 import { DELIVERY, deliveryId, webhookIndexes, webhookKeys, WEBHOOK_EVENTS, type Webhook, type WebhookEvent } from './model.js';
@@ -160,7 +160,7 @@ export class Dispatcher {
         await this.store.commit([{ op: 'put', key: webhookKeys.cursor(log), value: { seq: last }, expect: cur.version }]);
         continue;
       }
-      const entries = await this.store.readLog(log, cur.value.seq, BATCH);
+      const entries = log === JOURNAL_LOG ? await readJournal(this.store, cur.value.seq, BATCH) : await this.store.readLog(log, cur.value.seq, BATCH);
       if (!entries.length) return;
       const ops: Op[] = [];
       let upTo = cur.value.seq;
