@@ -1,10 +1,12 @@
 /**
  * The per-stage CPU budget of one route from a V8 CPU profile of a service that served only that route
  * (`BENCH_CPU_ROUTES=health BENCH_CPU_PROF=dir npm run bench:cpu`):
- *   npx tsx bench/profile-stages.ts FILE [cpu µs per request]
+ *   npx tsx bench/profile-stages.ts FILE [cpu µs per request] [--all]
  * Each busy sample goes to the stage of the innermost frame that names one (its file or package), so native
- * work (JSON.stringify, a write) counts for the stage that called it. Start-up (module loading) is left out;
- * with the route's CPU µs per request from bench:cpu, each stage's share becomes µs per request.
+ * work (JSON.stringify, a write) counts for the stage that called it. Only the samples from the first request
+ * to the last count (the first and last sample under the front end's `run`): start-up, connecting the store
+ * included, is left out (`--all` keeps it, as this tool did before 2026-11-29 21:45, leaving out module
+ * loading only). With the route's CPU µs per request from bench:cpu, each stage's share becomes µs per request.
  */
 import { readFileSync } from 'node:fs';
 
@@ -21,7 +23,7 @@ const STAGES: [string, RegExp][] = [
   ['front end (routing, headers, envelope, send)', /src\/http\/|src\/app\.ts/],
 ];
 const p = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const usPerReq = process.argv[3] ? Number(process.argv[3]) : undefined;
+const usPerReq = process.argv[3] && process.argv[3] !== '--all' ? Number(process.argv[3]) : undefined;
 const byId = new Map<number, any>(p.nodes.map((n: any) => [n.id, n]));
 const parent = new Map<number, number>();
 for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -41,8 +43,19 @@ function stage(id: number): string {
   stageOf.set(id, s);
   return s;
 }
+/** whether a sample's stack passes through the front end's per-request `run` */
+const inRequest = (id: number): boolean => {
+  for (let x: number | undefined = id; x !== undefined; x = parent.get(x)) {
+    const f = byId.get(x).callFrame;
+    if (f.functionName === 'run' && f.url.includes('src/http/server.ts')) return true;
+  }
+  return false;
+};
+const first = process.argv.includes('--all') ? 0 : p.samples.findIndex(inRequest);
+const last = process.argv.includes('--all') ? p.samples.length - 1 : p.samples.findLastIndex(inRequest);
+if (first < 0) throw new Error('no sample under the front end\'s run: is this a profile of a service that served requests?');
 const counts = new Map<string, number>();
-for (const id of p.samples) counts.set(stage(id), (counts.get(stage(id)) ?? 0) + 1);
+for (const id of p.samples.slice(first, last + 1)) counts.set(stage(id), (counts.get(stage(id)) ?? 0) + 1);
 counts.delete('idle');
 counts.delete('start-up (excluded)');
 const busy = [...counts.values()].reduce((a, b) => a + b, 0);
