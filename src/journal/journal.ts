@@ -79,44 +79,48 @@ export function shownOnlyTo(e: JournalEntry): (string | null)[] | undefined {
 /** entries one move journals after its signal entry, at most: how far back a `same_signal` entry's signal is */
 const RUN_MAX = 8;
 
-/** The signal entry a `same_signal` entry at `seq` follows, read from the journal; undefined once trimmed. */
-export async function signalBefore(store: Store, seq: number): Promise<LogEntry<SignalEntry> | undefined> {
-  if (seq <= 1) return undefined;
+/** The entries up to RUN_MAX before `seq`, and with `through` the one at `seq` too. */
+function readBack(store: Store, seq: number, through = false): Promise<LogEntry<JournalEntry>[]> {
   const from = Math.max(0, seq - 1 - RUN_MAX);
-  const page = await store.readLog<JournalEntry>(JOURNAL_LOG, from, seq - 1 - from);
-  for (let i = page.length - 1; i >= 0; i--) if (isSignalEntry(page[i].entry)) return page[i] as LogEntry<SignalEntry>;
+  const n = seq - 1 - from + (through ? 1 : 0);
+  // a limit of 0 is no limit to Redis's XRANGE
+  return n > 0 ? store.readLog<JournalEntry>(JOURNAL_LOG, from, n) : Promise.resolve([]);
+}
+
+/** The last signal entry of `page` before `seq`: the one a `same_signal` entry at `seq` follows. */
+function signalBefore(page: LogEntry<JournalEntry>[], seq: number): LogEntry<SignalEntry> | undefined {
+  for (let i = page.length - 1; i >= 0; i--) if (page[i].seq < seq && isSignalEntry(page[i].entry)) return page[i] as LogEntry<SignalEntry>;
   return undefined;
 }
 
 /** Where a trim of the journal before `seq` may cut: never between a `same_signal` entry and its signal entry. */
 export async function trimPoint(store: Store, seq: number): Promise<number> {
-  const [at] = await store.readLog<JournalEntry>(JOURNAL_LOG, seq - 1, 1);
+  const page = await readBack(store, seq, true);
+  const at = page.at(-1);
   if (!at || at.seq !== seq || isSignalEntry(at.entry) || !at.entry.same_signal) return seq;
-  return (await signalBefore(store, seq))?.seq ?? seq;
+  return signalBefore(page, seq)?.seq ?? seq;
 }
 
 /**
- * Puts back the Signal of `same_signal` entries for one reader of the journal in sequence order: the signal
- * entry it read last stands for them, and where it did not read the entry just before (a page's first, one
- * after a gap) the journal is read. A signal entry trimmed away ends the reader's position: the cursor expired.
+ * Puts back the Signal of `same_signal` entries for one reader of the journal in sequence order: the Signal of
+ * the signal entry it read last stands for them, and where it did not read the entry just before (a page's
+ * first, one after a gap) the journal is read. A signal entry trimmed away ends the reader's position: the
+ * cursor expired.
  */
 export class SignalRun {
-  private last: { seq: number; signal: Signal | undefined } | undefined;
+  /** the Signal the entry at `seq` carries or stands for */
+  private last: { seq: number; signal: Signal } | undefined;
   constructor(private store: Store) {}
 
   async take(e: LogEntry<JournalEntry>): Promise<LogEntry<JournalEntry>> {
     const x = e.entry;
-    const before = this.last?.seq === e.seq - 1 ? this.last.signal : undefined;
     if (isSignalEntry(x)) this.last = { seq: e.seq, signal: x.signal };
-    else if (!x.same_signal) this.last = { seq: e.seq, signal: before };
-    else {
-      const signal = before ?? (await signalBefore(this.store, e.seq))?.entry.signal;
-      if (!signal) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String((await this.store.logStart(JOURNAL_LOG)) - 1) });
-      this.last = { seq: e.seq, signal };
-      const { same_signal: _, ...rest } = x;
-      return { seq: e.seq, entry: { ...rest, data: signal } };
-    }
-    return e;
+    if (isSignalEntry(x) || !x.same_signal) return e;
+    const signal = this.last?.seq === e.seq - 1 ? this.last.signal : signalBefore(await readBack(this.store, e.seq), e.seq)?.entry.signal;
+    if (!signal) throw new AppError('PUSH_CURSOR_EXPIRED', undefined, { oldest_cursor: String((await this.store.logStart(JOURNAL_LOG)) - 1) });
+    this.last = { seq: e.seq, signal };
+    const { same_signal: _, ...rest } = x;
+    return { seq: e.seq, entry: { ...rest, data: signal } };
   }
 
   async page(entries: LogEntry<JournalEntry>[]): Promise<LogEntry<JournalEntry>[]> {
