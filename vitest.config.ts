@@ -9,6 +9,8 @@ export default defineConfig({
     pool: 'forks',
     // most files wait on child processes and sockets: two workers keep both cores busy (the default is cores - 1)
     maxWorkers: 2,
-    reporters: ['default', './test/summary-reporter.ts'],
+    // a file or a run that never ends fails with what it was doing instead of holding CI (test/watchdog.ts)
+    setupFiles: ['./test/watchdog.ts'],
+    reporters: ['default', './test/summary-reporter.ts', './test/deadline-reporter.ts'],
   },
 });
