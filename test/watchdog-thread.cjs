@@ -44,7 +44,7 @@ setTimeout(() => {
   const blocked = setTimeout(() => {
     say('[watchdog] the main thread does not answer the inspector: it waits in native code (a synchronous call)');
     end();
-  }, 10_000);
+  }, 5000);
   mainThread(session)
     .catch((err) => say('[watchdog] inspector: ' + err.message))
     .finally(() => {
