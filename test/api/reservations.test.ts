@@ -127,6 +127,19 @@ for (const backend of BACKENDS) {
       expectError(await a.client.get(`/reservations/conflicts?project=${p}`), 400, 'VALIDATION_FIELD_REQUIRED', 'paths');
     });
 
+    it('a glob whose regex would run for minutes conflicts conservatively, and every route still answers', async () => {
+      const p = project();
+      // picomatch's regex for this glob, against a long path, would hold the server's thread for minutes
+      const hostile = (await reserve(a, { project: p, paths: ['*a'.repeat(9) + 'b'] })).granted[0];
+      const long = 'a'.repeat(1000);
+      const asked = await reserve(b, { project: p, paths: [long] });
+      expect([asked.granted, asked.conflicts.map((c: any) => [c.path, c.reservation.id])]).toEqual([[], [[long, hostile.id]]]);
+      expect((await b.client.get(`/reservations/conflicts?project=${p}&paths=${long}`).then((r) => expectOk(r).conflicts)).map((c: any) => c.reservation.id)).toEqual([hostile.id]);
+      expect(await a.client.get(`/reservations?project=${p}&path=${long}`).then((r) => expectOk(r).reservations.map((x: any) => x.id))).toEqual([hostile.id]);
+      // disjoint by its literal prefix, as before
+      expect((await reserve(b, { project: p, paths: ['docs/*a*a*a*b'] })).granted).toHaveLength(1);
+    });
+
     it('renew and release: holder only, active only', async () => {
       const r = (await reserve(a, { project: project(), paths: ['r/**'], ttl_s: 60 })).granted[0];
       expectError(await b.client.post(`/reservations/${r.id}/renew`, { ttl_s: 600 }), 403, 'RESERVATION_NOT_HOLDER');

@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { globMatcher, literalPrefix, literalSuffix, mayOverlap, normalizePath } from '../../src/reservations/overlap.js';
+import { boundedGlob, exactMatcher, globMatcher, literalPrefix, literalSuffix, mayOverlap, normalizePath } from '../../src/reservations/overlap.js';
 
 const cases: [string, string, boolean][] = [
   // literals
@@ -89,11 +89,39 @@ describe('mayOverlap', () => {
     fc.assert(
       fc.property(glob, glob, fc.array(path, { minLength: 1, maxLength: 30 }), (a, b, paths) => {
         if (mayOverlap(a, b)) return true;
-        const ma = globMatcher(a);
-        const mb = globMatcher(b);
+        // the oracle is picomatch itself: these paths are short, so even an unbounded glob's regex is quick
+        const ma = exactMatcher(a);
+        const mb = exactMatcher(b);
         return !paths.some((p) => ma(p) && mb(p));
       }),
       { numRuns: 20_000 },
     );
+  });
+});
+
+describe('globs whose regex would not be bounded', () => {
+  const long = 'a'.repeat(1000);
+
+  it('more than two runs of `*`, or an extglob group, are never run as a regex', () => {
+    expect(['src/*.ts', '**/*.ts', '*a*b', 'src/**', '*.{ts,js}', '[!a]*'].map(boundedGlob)).toEqual([true, true, true, true, true, true]);
+    expect(['*a*a*b', 'src/**/*/*.ts', '@(a|b)', '+(a|aa)b'].map(boundedGlob)).toEqual([false, false, false, false]);
+  });
+
+  it('may match every path, the conservative answer, and never decides one by its regex', () => {
+    // picomatch's regex for this glob takes minutes on a 1,000-character path: the answer comes without it
+    const hostile = '*a'.repeat(9) + 'b';
+    expect(exactMatcher(hostile)('a'.repeat(9) + 'b')).toBe(true);
+    expect(globMatcher(hostile)(long)).toBe(true);
+    expect(mayOverlap(hostile, long)).toBe(true);
+    expect(mayOverlap(long, '+(a|aa)b')).toBe(true);
+    // a bounded glob still decides a long path exactly
+    expect(mayOverlap('*a*b', long)).toBe(false);
+    expect(mayOverlap('src/**/*b', `src/${long}`)).toBe(false);
+  });
+
+  it('keep the prefix and suffix rules: an unbounded glob is still disjoint from one outside its prefix', () => {
+    expect(mayOverlap('src/*a*a*a*.ts', 'docs/**')).toBe(false);
+    expect(mayOverlap('src/*a*a*a*.ts', 'src/**/*.js')).toBe(false);
+    expect(mayOverlap('src/*a*a*a*.ts', 'src/x.ts')).toBe(true);
   });
 });
