@@ -1,9 +1,10 @@
 /**
  * A test file that outlives TEST_FILE_LIMIT_S is stopped with what it was doing. Vitest's test and hook
  * timeouts are timers on the file's own event loop, so a loop that never yields (a promise chain that resolves
- * without I/O, a synchronous wait) holds its worker, and the run, forever. A thread of its own outlives that:
- * it names the file, pauses the main thread through the inspector for its JavaScript stack, lists the
- * processes the file started, and kills the worker, so the run fails at once with the cause in its output.
+ * without I/O, a synchronous wait) holds its worker, and the run, forever. A thread of its own outlives that
+ * (test/watchdog-thread.cjs): it names the file, samples the main thread and pauses it through the inspector
+ * for its stack, lists the processes the file started and kills them with the worker, so the run fails at once
+ * with the cause in its output.
  */
 import { Worker } from 'node:worker_threads';
 import { afterAll } from 'vitest';
