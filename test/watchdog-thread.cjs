@@ -1,7 +1,7 @@
 /**
  * The watchdog thread of test/watchdog.ts: once the file has run workerData.limitS seconds, it says so, prints
  * what the main thread runs (a second of CPU samples, then its stack, both through the inspector) and the
- * processes under the worker, and kills the worker.
+ * processes under the worker, and kills them and the worker.
  */
 const { workerData } = require('node:worker_threads');
 const { Session } = require('node:inspector');

@@ -4,6 +4,8 @@
  * (audited), expiry by the durable timer, journal events, fencing tokens (a lapsed grant's renew and release refused
  * once the path was granted again), and concurrent exclusive requests for one path.
  */
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Service } from '../../src/app.js';
 import { bootstrap, join, type Member } from '../helpers/client.js';
@@ -127,7 +129,7 @@ for (const backend of BACKENDS) {
       expectError(await a.client.get(`/reservations/conflicts?project=${p}`), 400, 'VALIDATION_FIELD_REQUIRED', 'paths');
     });
 
-    it('a glob whose regex would run for minutes conflicts conservatively, and every route still answers', async () => {
+    it('a glob whose regex would run for minutes conflicts conservatively on every surface (REST, /rpc, MCP), and each answers', async () => {
       const p = project();
       // picomatch's regex for this glob, against a long path, would hold the server's thread for minutes
       const hostile = (await reserve(a, { project: p, paths: ['*a'.repeat(9) + 'b'] })).granted[0];
@@ -136,6 +138,18 @@ for (const backend of BACKENDS) {
       expect([asked.granted, asked.conflicts.map((c: any) => [c.path, c.reservation.id])]).toEqual([[], [[long, hostile.id]]]);
       expect((await b.client.get(`/reservations/conflicts?project=${p}&paths=${long}`).then((r) => expectOk(r).conflicts)).map((c: any) => c.reservation.id)).toEqual([hostile.id]);
       expect(await a.client.get(`/reservations?project=${p}&path=${long}`).then((r) => expectOk(r).reservations.map((x: any) => x.id))).toEqual([hostile.id]);
+      // the method table's surfaces run the same rule: /rpc and MCP's tool
+      const rpc = await b.client.post('/rpc', { jsonrpc: '2.0', id: 1, method: 'reservations.conflicts', params: { project: p, paths: [long] } });
+      expect((rpc.body as any).result.conflicts.map((c: any) => c.reservation.id)).toEqual([hostile.id]);
+      const mcp = new McpClient({ name: 'test', version: '1.0.0' });
+      await mcp.connect(new StreamableHTTPClientTransport(new URL(svc.url + '/mcp'), { requestInit: { headers: { authorization: `Bearer ${b.key}` } } }));
+      try {
+        const tool = (await mcp.callTool({ name: 'svc_check_reservations', arguments: { project: p, paths: [long] } })) as { isError?: boolean; content: { text: string }[] };
+        expect(tool.isError, JSON.stringify(tool)).toBeFalsy();
+        expect(JSON.parse(tool.content[0].text).conflicts.map((c: any) => c.reservation.id)).toEqual([hostile.id]);
+      } finally {
+        await mcp.close();
+      }
       // disjoint by its literal prefix, as before
       expect((await reserve(b, { project: p, paths: ['docs/*a*a*a*b'] })).granted).toHaveLength(1);
     });
