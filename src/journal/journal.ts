@@ -83,8 +83,10 @@ const RUN_MAX = 8;
 function readBack(store: Store, seq: number, through = false): Promise<LogEntry<JournalEntry>[]> {
   const from = Math.max(0, seq - 1 - RUN_MAX);
   const n = seq - 1 - from + (through ? 1 : 0);
-  // a limit of 0 is no limit to Redis's XRANGE
-  return n > 0 ? store.readLog<JournalEntry>(JOURNAL_LOG, from, n) : Promise.resolve([]);
+  if (n <= 0) return Promise.resolve([]); // a limit of 0 is no limit to Redis's XRANGE
+  // once the journal starts after `from`, n entries read from there reach past `seq`
+  const last = through ? seq : seq - 1;
+  return store.readLog<JournalEntry>(JOURNAL_LOG, from, n).then((page) => page.filter((e) => e.seq <= last));
 }
 
 /** The last signal entry of `page` before `seq`: the one a `same_signal` entry at `seq` follows. */
